@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Build the rackgate base image (Debian 12 + systemd + python3) from Debian's mirror.
+# Nothing can be pulled from a registry here, so the image is made locally:
+#   debootstrap --variant=minbase  ->  tar | podman import
+# The tag is the sha256 of the recipe (this script, packages.txt, mirror, suite), so
+# the image is rebuilt only when it is missing or its recipe changed.
+#
+# Usage: scripts/build-image.sh            build if missing, print the image name
+#        scripts/build-image.sh --name     print the image name only
+# Environment: RACKGATE_DEBIAN_MIRROR (default http://deb.debian.org/debian),
+#              RACKGATE_DEBIAN_SUITE (default bookworm), CONTAINERS_CONF.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+mirror="${RACKGATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+suite="${RACKGATE_DEBIAN_SUITE:-bookworm}"
+packages_file="$root/molecule/image/packages.txt"
+export CONTAINERS_CONF="${CONTAINERS_CONF:-$root/molecule/containers.conf}"
+
+recipe_hash="$( { cat "$here/build-image.sh" "$packages_file"; echo "$mirror $suite"; } | sha256sum | cut -c1-12)"
+image="localhost/rackgate-debian12:$recipe_hash"
+
+if [[ "${1:-}" == "--name" ]]; then
+  echo "$image"
+  exit 0
+fi
+
+if podman image exists "$image"; then
+  echo "$image"
+  exit 0
+fi
+
+for tool in debootstrap podman; do
+  command -v "$tool" >/dev/null || { echo "build-image: '$tool' is missing; run scripts/bootstrap.sh (or apt-get install podman runc debootstrap)" >&2; exit 2; }
+done
+
+packages="$(grep -v '^\s*#' "$packages_file" | grep -v '^\s*$' | paste -sd, -)"
+rootfs="$(mktemp -d /var/tmp/rackgate-rootfs.XXXXXX)"
+trap 'rm -rf "$rootfs"' EXIT
+
+echo "build-image: debootstrap $suite from $mirror (about a minute)..." >&2
+debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 || {
+  echo "build-image: debootstrap failed; last lines of $rootfs.log:" >&2
+  tail -n 20 "$rootfs.log" >&2
+  exit 1
+}
+rm -f "$rootfs.log"
+# A container gets its hostname and machine id from podman and systemd at start.
+rm -f "$rootfs/etc/hostname"
+: > "$rootfs/etc/machine-id"
+rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+
+tar -C "$rootfs" -c . | podman import --quiet \
+  --change 'CMD ["/sbin/init"]' \
+  --change 'STOPSIGNAL SIGRTMIN+3' \
+  --change 'ENV container=podman' \
+  - "$image" >/dev/null
+echo "build-image: built $image" >&2
+echo "$image"

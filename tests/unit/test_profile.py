@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rackgate.profile import ProfileError, available_profiles, load_profile
+
+GOOD = {
+    "schema_version": 1,
+    "name": "lab",
+    "description": "a test profile",
+    "checks": {"fio.seq_read": {
+        "params": {"size": "64M", "runtime_s": 2, "timeout_s": 30},
+        "thresholds": {"read_bw": {"unit": "MB/s", "ref": 7000, "min_ratio": 0.8,
+                                   "limit": True, "basis": "PCIe Gen4 x4 NVMe, 7 GB/s spec"}},
+    }},
+}
+
+
+def write(tmp_path: Path, doc: object) -> str:
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_shipped_profiles_load():
+    assert "demo" in available_profiles()
+    for name in available_profiles():
+        assert load_profile(name).name == name
+
+
+def test_good_profile_from_path(tmp_path):
+    p = load_profile(write(tmp_path, GOOD))
+    t = p.check("fio.seq_read").thresholds["read_bw"]
+    assert t.lower_bound == pytest.approx(5600)
+    assert len(p.sha256) == 64
+
+
+def bad(**changes):
+    doc = yaml.safe_load(yaml.safe_dump(GOOD))
+    node = doc
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        node = doc
+        for key in path:
+            node = node[key.replace("_DOT_", ".")]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+    return doc
+
+
+FIO = "checks__fio_DOT_seq_read"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (bad(schema_version=2), "schema_version: Input should be 1"),
+        (bad(colour="blue"), "colour: Extra inputs are not permitted"),
+        (bad(**{f"{FIO}__thresholds__read_bw__ref": -1}),
+         "checks.fio.seq_read.thresholds.read_bw.ref: Input should be greater than 0 (got -1)"),
+        (bad(**{f"{FIO}__thresholds__read_bw__basis": None}),
+         "checks.fio.seq_read.thresholds.read_bw.basis: Field required"),
+        (bad(**{f"{FIO}__thresholds__read_bw__min_ratio": None}),
+         "needs min_ratio, max_ratio or both"),
+        (bad(**{f"{FIO}__thresholds__read_bandwidth": GOOD["checks"]["fio.seq_read"]
+                ["thresholds"]["read_bw"]}),
+         "checks.fio.seq_read.thresholds.read_bandwidth: the check judges no such metric"),
+        (bad(**{f"{FIO}__thresholds": {}}),
+         "checks.fio.seq_read.thresholds.read_bw: missing"),
+        (bad(**{f"{FIO}__params__iodepth": 0}),
+         "checks.fio.seq_read.params.iodepth: Input should be greater than or equal to 1"),
+        (bad(**{f"{FIO}__params__blocksize": "1M"}),
+         "checks.fio.seq_read.params.blocksize: Extra inputs are not permitted"),
+        (bad(checks={"fio.seqread": {}}), "checks.fio.seqread: unknown check"),
+    ],
+)
+def test_bad_profile_is_refused_with_file_field_and_why(tmp_path, doc, message):
+    path = write(tmp_path, doc)
+    with pytest.raises(ProfileError) as exc:
+        load_profile(path)
+    assert path in str(exc.value)
+    assert message in str(exc.value)
+
+
+def test_unknown_profile_lists_shipped_ones():
+    with pytest.raises(ProfileError, match=r"shipped: .*demo"):
+        load_profile("no-such-profile")
+
+
+def test_not_yaml_mapping(tmp_path):
+    with pytest.raises(ProfileError, match="top level must be a mapping"):
+        load_profile(write(tmp_path, [1, 2]))
+
+
+def test_overrides_merge_deeply_and_are_validated(tmp_path):
+    p = load_profile(write(tmp_path, GOOD))
+    strict = p.with_overrides(
+        {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"min_ratio": 0.95}}}}},
+        "host_vars of n1")
+    t = strict.check("fio.seq_read").thresholds["read_bw"]
+    assert t.min_ratio == 0.95 and t.ref == 7000 and t.limit  # the rest is kept
+    assert strict.sha256 != p.sha256
+    with pytest.raises(ProfileError, match="host_vars of n1 is invalid"):
+        p.with_overrides({"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"ref": 0}}}}},
+                         "host_vars of n1")
+    assert p.with_overrides({}, "nothing") is p

@@ -1,0 +1,101 @@
+"""The check registry: one module per check family, each registering its checks here.
+
+A check declares its scope, tags, the command it runs on a host (an argv, never a
+shell string), the parser for that command's output and the judge that compares the
+parsed record with the profile. Judges are pure: record + params + thresholds in,
+Judgement out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+from rackgate.model import Judgement, Status
+from rackgate.profile import Threshold
+
+
+class Scope(StrEnum):
+    NODE = "node"
+    NODE_PAIR = "node_pair"
+    RACK = "rack"
+
+
+class CommandError(ValueError):
+    """A host's variables do not allow building the check's command."""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    scope: Scope
+    tags: frozenset[str]
+    description: str
+    params_model: type[BaseModel]
+    metrics: frozenset[str]
+    # (params, hostvars) -> argv; raises CommandError when the host's variables are unusable
+    command: Callable[[Any, Mapping[str, Any]], list[str]]
+    timeout_s: Callable[[Any], int]
+    parse: Callable[[str], Any]
+    judge: Callable[[Any, Any, Mapping[str, Threshold]], Judgement]
+
+
+def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
+    """Judge one figure against its threshold band.
+
+    >>> t = Threshold(unit="MB/s", ref=100, min_ratio=0.5, basis="nominal demo floor")
+    >>> j = compare(42.0, t, "sequential read")
+    >>> j.status.label, j.expected
+    ('fail', '>= 50 MB/s (0.5 x 100 MB/s)')
+    """
+    parts = []
+    ok = True
+    lo, hi = threshold.lower_bound, threshold.upper_bound
+    if lo is not None:
+        parts.append(f">= {lo:g} {threshold.unit} ({threshold.min_ratio:g} x {threshold.ref:g} "
+                     f"{threshold.unit})")
+        ok = ok and measured >= lo
+    if hi is not None:
+        parts.append(f"<= {hi:g} {threshold.unit} ({threshold.max_ratio:g} x {threshold.ref:g} "
+                     f"{threshold.unit})")
+        ok = ok and measured <= hi
+    expected = " and ".join(parts)
+    percent = 100.0 * measured / threshold.ref if threshold.limit else None
+    of_limit = f", {percent:.0f}% of the {threshold.ref:g} {threshold.unit} limit" \
+        if percent is not None else ""
+    verb = "meets" if ok else "misses"
+    message = (f"{what} {measured:.4g} {threshold.unit} {verb} {expected}{of_limit}")
+    return Judgement(Status.PASS if ok else Status.FAIL, message, measured, threshold.unit,
+                     expected, percent)
+
+
+def _build_registry() -> dict[str, Check]:
+    from rackgate.checks import fio
+
+    registry: dict[str, Check] = {}
+    for module in (fio,):
+        for check in module.CHECKS:
+            if check.name in registry:
+                raise RuntimeError(f"check {check.name} is registered twice")
+            registry[check.name] = check
+    return registry
+
+
+REGISTRY: dict[str, Check] = _build_registry()
+
+
+def select(names_or_tags: list[str] | None) -> list[Check]:
+    """Checks named, or tagged, by any of ``names_or_tags`` (all when None)."""
+    if not names_or_tags:
+        return list(REGISTRY.values())
+    unknown = [n for n in names_or_tags
+               if n not in REGISTRY and not any(n in c.tags for c in REGISTRY.values())]
+    if unknown:
+        raise KeyError(f"no check or tag named {', '.join(unknown)} (checks: "
+                       f"{', '.join(sorted(REGISTRY))})")
+    return [c for c in REGISTRY.values()
+            if c.name in names_or_tags or c.tags & set(names_or_tags)]

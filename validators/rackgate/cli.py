@@ -1,0 +1,189 @@
+"""rackgate's command line; the only layer that prints.
+
+Exit codes follow the rack verdict: 0 ACCEPT, 1 REJECT, 2 could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from rackgate import __version__
+from rackgate.checks import REGISTRY, Check
+from rackgate.demo_rack import DemoError
+from rackgate.inventory import InventoryError, load_inventory
+from rackgate.model import Verdict
+from rackgate.profile import available_profiles
+from rackgate.runner import RunError, RunOutcome, judge_run, load_profile_or_fail, validate
+
+EXIT_ACCEPT, EXIT_REJECT, EXIT_CANNOT_RUN = 0, 1, 2
+STATUS_STYLE = {"pass": "green", "skip": "dim", "warn": "yellow", "fail": "red bold",
+                "error": "magenta bold"}
+
+# Logs (CI, pipes) get a wide table instead of rich's 80-column default.
+_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
+out = Console(width=_WIDTH)
+err = Console(stderr=True, width=_WIDTH)
+
+
+def _summary(outcome: RunOutcome) -> int:
+    table = Table(title="Results", show_lines=False)
+    for col in ("node", "check", "status", "measured", "expected", "message"):
+        table.add_column(col, overflow="fold")
+    for n in outcome.rack.nodes:
+        for r in n.results:
+            measured = f"{r.measured:g} {r.unit}" if r.measured is not None else "-"
+            style = STATUS_STYLE[r.status.label]
+            table.add_row(n.node, r.check, f"[{style}]{r.status.label}[/]", measured,
+                          r.expected or "-", r.message)
+    out.print(table)
+    verdict = outcome.rack.verdict
+    colour = "green" if verdict is Verdict.ACCEPT else "red"
+    accepted = sum(1 for n in outcome.rack.nodes if n.verdict is Verdict.ACCEPT)
+    out.print(f"[bold {colour}]Rack verdict: {verdict.value}[/] "
+              f"({accepted}/{len(outcome.rack.nodes)} nodes accepted)")
+    for reason in outcome.rack.reasons:
+        out.print(f"  - {reason}", markup=False, highlight=False)
+    out.print(f"Report (HTML): {outcome.report_html}", markup=False, highlight=False)
+    out.print(f"Report (JSON): {outcome.report_json}", markup=False, highlight=False)
+    return EXIT_ACCEPT if verdict is Verdict.ACCEPT else EXIT_REJECT
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    profile = load_profile_or_fail(args.profile)
+    checks = [c for part in (args.checks or []) for c in part.split(",") if c]
+    interactive = out.is_terminal
+    progress = Progress(TextColumn("{task.description:<22}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=out,
+                        disable=not interactive)
+    tasks: dict[str, TaskID] = {}
+    totals: dict[str, int] = {}
+    done: dict[str, int] = {}
+
+    def on_plan(selected: Sequence[Check], hosts: Sequence[str]) -> None:
+        out.print(f"Validating {len(hosts)} node(s) of group {args.group!r} against profile "
+                  f"{profile.name}: {', '.join(c.name for c in selected)}",
+                  markup=False, highlight=False)
+        for c in selected:
+            tasks[c.name] = progress.add_task(c.name, total=len(hosts))
+            totals[c.name], done[c.name] = len(hosts), 0
+
+    def on_result(host: str, check: str, outcome: str) -> None:
+        progress.advance(tasks[check])
+        done[check] += 1
+        if not interactive:
+            out.print(f"[{done[check]}/{totals[check]}] {check} {host}: {outcome}",
+                      markup=False, highlight=False)
+
+    with progress:
+        outcome = validate(args.inventory, profile, group=args.group, limit=args.limit,
+                           checks=checks or None, runs_dir=Path(args.runs_dir),
+                           forks=args.forks, on_plan=on_plan, progress=on_result)
+    return _summary(outcome)
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    profile = load_profile_or_fail(args.profile) if args.profile else None
+    out_dir = Path(args.out) if args.out else None
+    return _summary(judge_run(Path(args.run_dir), profile, out_dir))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rackgate import demo_rack
+
+    inv = load_inventory(args.inventory)
+    if args.action == "up":
+        out.print("Starting the demo rack (builds the base image on first use)...")
+        states = demo_rack.up(inv)
+    elif args.action == "down":
+        demo_rack.down(inv)
+        states = demo_rack.status(inv)
+    else:
+        states = demo_rack.status(inv)
+    table = Table(title="demo rack")
+    for col in ("container", "state", "systemd"):
+        table.add_column(col)
+    for s in states:
+        table.add_row(s.name, s.state, s.systemd)
+    out.print(table)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.what == "profiles":
+        for name in available_profiles():
+            out.print(name)
+    else:
+        for c in REGISTRY.values():
+            out.print(f"{c.name:<20} {c.scope.value:<9} {','.join(sorted(c.tags)):<14} "
+                      f"{c.description}", markup=False, highlight=False)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rackgate", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"rackgate {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    v = sub.add_parser("validate", help="collect evidence on a rack, judge it, write reports")
+    v.add_argument("-i", "--inventory", action="append", required=True,
+                   help="Ansible inventory (repeat to combine sources)")
+    v.add_argument("--profile", required=True, help="shipped profile name or a profile file")
+    v.add_argument("--group", default="compute", help="inventory group of the nodes to accept "
+                                                      "(default: compute)")
+    v.add_argument("--limit", help="comma-separated host patterns within the group")
+    v.add_argument("--checks", action="append",
+                   help="check names or tags, comma-separated (default: all in the profile)")
+    v.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs)")
+    v.add_argument("--forks", type=int, default=20, help="parallel hosts (default: 20)")
+    v.set_defaults(func=cmd_validate)
+
+    j = sub.add_parser("judge", help="judge a stored run again, offline")
+    j.add_argument("run_dir")
+    j.add_argument("--profile", help="profile to judge with (default: the run's own)")
+    j.add_argument("--out", help="where to write the reports (default: the run directory)")
+    j.set_defaults(func=cmd_judge)
+
+    d = sub.add_parser("demo", help="manage the podman demo rack")
+    d.add_argument("action", choices=["up", "down", "status"])
+    d.add_argument("-i", "--inventory", action="append", default=None,
+                   help="demo inventory (default: inventory/demo)")
+    d.set_defaults(func=cmd_demo)
+
+    ls = sub.add_parser("list", help="list shipped profiles or registered checks")
+    ls.add_argument("what", choices=["profiles", "checks"])
+    ls.set_defaults(func=cmd_list)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "command", None) == "demo" and not args.inventory:
+        args.inventory = ["inventory/demo"]
+    try:
+        code: int = args.func(args)
+        return code
+    except (RunError, InventoryError, DemoError) as exc:
+        err.print(f"rackgate {args.command}: {exc}", markup=False, highlight=False)
+        return EXIT_CANNOT_RUN
+    except KeyboardInterrupt:
+        err.print(f"rackgate {args.command}: interrupted", markup=False, highlight=False)
+        return EXIT_CANNOT_RUN
+
+
+if __name__ == "__main__":
+    sys.exit(main())

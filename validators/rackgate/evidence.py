@@ -1,0 +1,126 @@
+"""The evidence store: a run directory that holds what was collected, before any judging.
+
+Layout::
+
+    RUN_DIR/manifest.json                 what was asked: inventory, profile, hosts, checks
+    RUN_DIR/evidence/<host>/<check>.out   the command's raw stdout, byte for byte
+    RUN_DIR/evidence/<host>/<check>.json  argv, outcome, rc, timing, stderr, sha256 of .out
+
+Every file is written to a temporary name, flushed and renamed, so a crash never leaves a
+half file under the final name. The ``.json`` is written last and records the sha256 of
+the ``.out``: a missing ``.json`` means "not collected", and a ``.out`` whose digest does
+not match is reported as damaged evidence, never judged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Outcome = Literal["completed", "timeout", "unreachable", "not_run"]
+
+
+class EvidenceError(RuntimeError):
+    """Evidence is missing, damaged or unreadable."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    host: str
+    check: str
+    argv: tuple[str, ...]
+    outcome: Outcome
+    rc: int | None
+    started: str | None
+    ended: str | None
+    duration_s: float | None
+    stderr: str
+    message: str  # Ansible's or rackgate's note on the outcome (unreachable reason...)
+    stdout_file: str  # relative to the run directory
+    stdout_sha256: str
+    stdout_bytes: int
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, doc: Any) -> None:
+    atomic_write(path, (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode())
+
+
+def _safe(part: str) -> str:
+    if not part or part in {".", ".."} or "/" in part or "\0" in part:
+        raise EvidenceError(f"unsafe name for an evidence path: {part!r}")
+    return part
+
+
+class EvidenceStore:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    def _path(self, host: str, check: str, suffix: str) -> Path:
+        return self.run_dir / "evidence" / _safe(host) / f"{_safe(check)}{suffix}"
+
+    def meta_path(self, host: str, check: str) -> Path:
+        return self._path(host, check, ".json")
+
+    def write(self, host: str, check: str, stdout: str, **fields: Any) -> Evidence:
+        out = self._path(host, check, ".out")
+        data = stdout.encode("utf-8", errors="surrogateescape")
+        atomic_write(out, data)
+        ev = Evidence(host=host, check=check, stdout_file=str(out.relative_to(self.run_dir)),
+                      stdout_sha256=hashlib.sha256(data).hexdigest(), stdout_bytes=len(data),
+                      **fields)
+        doc = asdict(ev)
+        doc["argv"] = list(ev.argv)
+        write_json(self.meta_path(host, check), doc)
+        return ev
+
+    def read(self, host: str, check: str) -> tuple[Evidence, str]:
+        """The evidence and its stdout; EvidenceError when absent or damaged."""
+        meta = self.meta_path(host, check)
+        rel = meta.relative_to(self.run_dir)
+        if not meta.is_file():
+            raise EvidenceError(f"no evidence collected ({rel} is missing)")
+        try:
+            doc = json.loads(meta.read_text(encoding="utf-8"))
+            doc["argv"] = tuple(doc["argv"])
+            ev = Evidence(**doc)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise EvidenceError(f"evidence record {rel} is unreadable: {exc}") from None
+        out = self.run_dir / ev.stdout_file
+        try:
+            data = out.read_bytes()
+        except OSError as exc:
+            raise EvidenceError(f"evidence file {ev.stdout_file} is unreadable: "
+                                f"{exc.strerror}") from None
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != ev.stdout_sha256 or len(data) != ev.stdout_bytes:
+            raise EvidenceError(f"evidence file {ev.stdout_file} is damaged: {len(data)} bytes "
+                                f"with sha256 {digest[:12]}, the record says "
+                                f"{ev.stdout_bytes} bytes with sha256 {ev.stdout_sha256[:12]}")
+        return ev, data.decode("utf-8", errors="replace")
+
+    def has_usable(self, host: str, check: str) -> bool:
+        """True when evidence exists, is intact, and the command completed in time."""
+        try:
+            ev, _ = self.read(host, check)
+        except EvidenceError:
+            return False
+        return ev.outcome == "completed"

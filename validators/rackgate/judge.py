@@ -1,0 +1,68 @@
+"""Judging: stored evidence + profile -> Result. Pure: no file, network or subprocess I/O.
+
+The order of questions is the same for every check, and every "no" is ``error``:
+did the command run, in time, with rc 0, on a reachable host; does its output parse;
+only then does the check's own judge compare figures with thresholds.
+"""
+
+from __future__ import annotations
+
+from rackgate.checks import Check
+from rackgate.evidence import Evidence
+from rackgate.model import Result, Status
+from rackgate.parsers import ParseError
+from rackgate.profile import Profile
+
+
+NOT_EXECUTABLE_RC = (126, 127)  # timeout(1) and shells: cannot execute / not found
+
+
+def _tail(text: str, n: int = 300) -> str:
+    text = " ".join(text.strip().split())
+    return text if len(text) <= n else "..." + text[-n:]
+
+
+def _head(text: str, n: int = 200) -> str:
+    """The start of an Ansible error: its first sentence says what went wrong."""
+    text = " ".join(text.strip().split())
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) -> Result:
+    """One node's result for one check, from its evidence."""
+    node, where = ev.host, ev.stdout_file
+
+    def error(msg: str) -> Result:
+        return Result(node, check.name, Status.ERROR, msg, evidence=where)
+
+    if ev.outcome == "unreachable":
+        return error(f"host unreachable, nothing collected: {_head(ev.message)}")
+    if ev.outcome == "not_run":
+        return error(f"command not run: {_tail(ev.message)}")
+    if ev.outcome == "timeout":
+        return error(f"command timed out: {_tail(ev.message)}")
+    if ev.rc in NOT_EXECUTABLE_RC:
+        tool = ev.argv[3] if ev.argv[:1] == ("timeout",) and len(ev.argv) > 3 else \
+            (ev.argv[0] if ev.argv else "?")
+        return error(f"cannot execute {tool} on the host (rc {ev.rc}): is it installed? "
+                     f"{_tail(ev.stderr or ev.message)}")
+    if ev.rc != 0:
+        why = _tail(ev.stderr or ev.message or stdout) or "no output"
+        return error(f"command exited with rc {ev.rc}: {why}")
+    cp = profile.check(check.name)
+    if cp is None:
+        return error(f"profile {profile.name} has no thresholds for {check.name}")
+    if not cp.enabled:
+        return Result(node, check.name, Status.SKIP, f"disabled in profile {profile.name}",
+                      evidence=where)
+    try:
+        record = check.parse(stdout)
+    except ParseError as exc:
+        return error(f"unparseable evidence {where}: {exc}")
+    params = check.params_model.model_validate(cp.params)
+    return Result.from_judgement(node, check.name, check.judge(record, params, cp.thresholds),
+                                 where)
+
+
+def missing_evidence(node: str, check: str, why: str) -> Result:
+    return Result(node, check, Status.ERROR, why)

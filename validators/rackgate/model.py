@@ -1,0 +1,116 @@
+"""Results and verdicts: the vocabulary every layer shares.
+
+>>> Status.worst([Status.PASS, Status.WARN, Status.ERROR])
+<Status.ERROR: 4>
+>>> Status.FAIL.blocks_accept, Status.WARN.blocks_accept
+(True, False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+
+
+class Status(IntEnum):
+    """Outcome of one check on one node, ordered so that the worst wins in roll-ups."""
+
+    PASS = 0
+    SKIP = 1
+    WARN = 2
+    FAIL = 3
+    ERROR = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @property
+    def blocks_accept(self) -> bool:
+        """A failed check or one without usable evidence keeps a node out of production."""
+        return self >= Status.FAIL
+
+    @classmethod
+    def worst(cls, statuses: Iterable[Status]) -> Status:
+        return max(statuses, default=cls.PASS)
+
+    @classmethod
+    def from_label(cls, label: str) -> Status:
+        return cls[label.upper()]
+
+
+class Verdict(StrEnum):
+    ACCEPT = "ACCEPT"
+    REJECT = "REJECT"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a check's judge decides from a parsed record (no node, no evidence path yet)."""
+
+    status: Status
+    message: str
+    measured: float | None = None
+    unit: str = ""
+    expected: str = ""
+    percent_of_limit: float | None = None
+    details: dict[str, float | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One check on one node: the unit every report row and JUnit test case is made of."""
+
+    node: str
+    check: str
+    status: Status
+    message: str
+    measured: float | None = None
+    unit: str = ""
+    expected: str = ""
+    percent_of_limit: float | None = None
+    evidence: str | None = None  # path relative to the run directory
+    details: dict[str, float | str] = field(default_factory=dict)
+
+    @classmethod
+    def from_judgement(cls, node: str, check: str, j: Judgement, evidence: str | None) -> Result:
+        return cls(node, check, j.status, j.message, j.measured, j.unit, j.expected,
+                   j.percent_of_limit, evidence, dict(j.details))
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    node: str
+    verdict: Verdict
+    status: Status
+    reasons: tuple[str, ...]
+    results: tuple[Result, ...]
+
+
+@dataclass(frozen=True)
+class RackVerdict:
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    nodes: tuple[NodeVerdict, ...]
+
+
+def node_verdict(node: str, results: Iterable[Result]) -> NodeVerdict:
+    """ACCEPT only when at least one check ran and none failed or lacked evidence."""
+    rs = tuple(results)
+    if not rs:
+        return NodeVerdict(node, Verdict.REJECT, Status.ERROR, ("no check was judged",), rs)
+    reasons = tuple(f"{r.check}: {r.status.label}: {r.message}"
+                    for r in rs if r.status.blocks_accept)
+    verdict = Verdict.REJECT if reasons else Verdict.ACCEPT
+    return NodeVerdict(node, verdict, Status.worst(r.status for r in rs), reasons, rs)
+
+
+def rack_verdict(nodes: Iterable[NodeVerdict]) -> RackVerdict:
+    """The rack is accepted only when it has nodes and every one of them is accepted."""
+    ns = tuple(nodes)
+    if not ns:
+        return RackVerdict(Verdict.REJECT, ("no node was judged",), ns)
+    reasons = tuple(f"{n.node}: {reason}" for n in ns if n.verdict is Verdict.REJECT
+                    for reason in n.reasons)
+    return RackVerdict(Verdict.REJECT if reasons else Verdict.ACCEPT, reasons, ns)

@@ -1,0 +1,184 @@
+"""Hardware profiles: what a rack is expected to be, and the thresholds with their basis.
+
+A profile is a YAML file (``validators/rackgate/profiles/<name>.yaml`` or any path).
+Every threshold carries a reference value, pass ratios and the ``basis`` that explains
+the number, so a report can show both the verdict and the physics behind it.
+Unknown keys are refused, as are checks the registry does not know and metrics a
+check does not judge: a typo must not silently disable a threshold.
+
+Inventory variables may override parts of a profile per host or group
+(``rackgate_profile_overrides``, deep-merged, then validated again).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+
+
+class ProfileError(ValueError):
+    """A profile was refused; the message names the file, the field and why."""
+
+
+class Threshold(BaseModel):
+    """Pass band for one metric, as ratios of a reference value.
+
+    >>> t = Threshold(unit="GB/s", ref=50, min_ratio=0.9, limit=True,
+    ...               basis="NDR 400 Gb/s = 50 GB/s per port")
+    >>> t.lower_bound
+    45.0
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    unit: str = Field(min_length=1)
+    ref: float = Field(gt=0, description="reference value: a physical limit or a nominal figure")
+    min_ratio: float | None = Field(default=None, gt=0, description="pass at >= ref * min_ratio")
+    max_ratio: float | None = Field(default=None, gt=0, description="pass at <= ref * max_ratio")
+    limit: bool = Field(default=False, description="ref is a physical limit: report % of it")
+    basis: str = Field(min_length=10, description="where the number comes from")
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> Threshold:
+        if self.min_ratio is None and self.max_ratio is None:
+            raise ValueError("a threshold needs min_ratio, max_ratio or both")
+        if self.min_ratio is not None and self.max_ratio is not None \
+                and self.min_ratio > self.max_ratio:
+            raise ValueError(f"min_ratio {self.min_ratio} is above max_ratio {self.max_ratio}")
+        return self
+
+    @property
+    def lower_bound(self) -> float | None:
+        return None if self.min_ratio is None else self.ref * self.min_ratio
+
+    @property
+    def upper_bound(self) -> float | None:
+        return None if self.max_ratio is None else self.ref * self.max_ratio
+
+
+class CheckProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    params: dict[str, Any] = Field(default_factory=dict)
+    thresholds: dict[str, Threshold] = Field(default_factory=dict)
+
+
+class ProfileModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1]
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = Field(min_length=1)
+    checks: dict[str, CheckProfile]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated profile and where it came from."""
+
+    model: ProfileModel
+    source: str
+    sha256: str
+    raw: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    def check(self, name: str) -> CheckProfile | None:
+        return self.model.checks.get(name)
+
+    def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> Profile:
+        """This profile with ``overrides`` deep-merged in, validated again."""
+        if not overrides:
+            return self
+        if not isinstance(overrides, Mapping):
+            raise ProfileError(f"{origin}: rackgate_profile_overrides must be a mapping, "
+                               f"got {type(overrides).__name__}")
+        merged = _deep_merge(dict(self.raw), overrides)
+        return profile_from_document(merged, f"{self.source} + {origin}")
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _format_errors(source: str, exc: ValidationError) -> str:
+    lines = [f"profile {source} is invalid:"]
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
+        lines.append(f"  {field}: {err['msg']}{got}")
+    return "\n".join(lines)
+
+
+def profile_from_document(raw: Mapping[str, Any], source: str) -> Profile:
+    from rackgate.checks import REGISTRY  # the registry knows each check's params and metrics
+
+    try:
+        model = ProfileModel.model_validate(raw)
+    except ValidationError as exc:
+        raise ProfileError(_format_errors(source, exc)) from None
+    problems = []
+    for check_name, cp in model.checks.items():
+        check = REGISTRY.get(check_name)
+        if check is None:
+            problems.append(f"  checks.{check_name}: unknown check (known: "
+                            f"{', '.join(sorted(REGISTRY))})")
+            continue
+        for metric in cp.thresholds:
+            if metric not in check.metrics:
+                problems.append(f"  checks.{check_name}.thresholds.{metric}: the check judges "
+                                f"no such metric (it judges: {', '.join(sorted(check.metrics))})")
+        for metric in sorted(check.metrics - set(cp.thresholds)):
+            if cp.enabled:
+                problems.append(f"  checks.{check_name}.thresholds.{metric}: missing; an "
+                                "enabled check needs every threshold it judges")
+        try:
+            check.params_model.model_validate(cp.params)
+        except ValidationError as exc:
+            for err in exc.errors():
+                field = ".".join(str(p) for p in err["loc"])
+                problems.append(f"  checks.{check_name}.params.{field}: {err['msg']} "
+                                f"(got {err['input']!r})")
+    if problems:
+        raise ProfileError("\n".join([f"profile {source} is invalid:", *problems]))
+    digest = hashlib.sha256(yaml.safe_dump(dict(raw), sort_keys=True).encode()).hexdigest()
+    return Profile(model=model, source=source, sha256=digest, raw=copy.deepcopy(dict(raw)))
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """Load a shipped profile by name, or a profile file by path."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = PROFILE_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise ProfileError(f"profile {name_or_path!r}: no such file and no shipped profile "
+                               f"of that name (shipped: {', '.join(available_profiles())})")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile {path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"profile {path}: the top level must be a mapping")
+    return profile_from_document(raw, str(path))

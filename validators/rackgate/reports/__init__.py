@@ -1,0 +1,83 @@
+"""Reports read results and the run manifest; they never re-run or re-judge anything.
+
+``report_document`` builds the JSON report (schema ``rackgate.report/1``, see
+docs/report-schema.md); the HTML report is rendered from that same document, so the
+two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rackgate.model import RackVerdict, Status
+from rackgate.profile import Profile
+
+SCHEMA = "rackgate.report/1"
+
+
+def _profile_doc(profile: Profile) -> dict[str, Any]:
+    return {
+        "name": profile.name,
+        "source": profile.source,
+        "sha256": profile.sha256,
+        "description": profile.model.description,
+        "checks": {name: cp.model_dump() for name, cp in profile.model.checks.items()},
+    }
+
+
+def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Profile,
+                    locations: Mapping[str, str],
+                    evidence_sha256: Mapping[tuple[str, str], str],
+                    node_profiles: Mapping[str, Profile] | None = None) -> dict[str, Any]:
+    """The JSON report as a dict."""
+    statuses = Counter(r.status.label for n in rack.nodes for r in n.results)
+    nodes = []
+    for n in rack.nodes:
+        node_profile = (node_profiles or {}).get(n.node, profile)
+        nodes.append({
+            "name": n.node,
+            "location": locations.get(n.node, ""),
+            "verdict": n.verdict.value,
+            "status": n.status.label,
+            "reasons": list(n.reasons),
+            "profile_sha256": node_profile.sha256,
+            "overridden": node_profile.sha256 != profile.sha256,
+            "results": [{
+                "check": r.check,
+                "status": r.status.label,
+                "message": r.message,
+                "measured": r.measured,
+                "unit": r.unit,
+                "expected": r.expected,
+                "percent_of_limit": r.percent_of_limit,
+                "evidence": r.evidence,
+                "evidence_sha256": evidence_sha256.get((r.node, r.check)),
+                "details": r.details,
+            } for r in n.results],
+        })
+    return {
+        "schema": SCHEMA,
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "run": dict(manifest),
+        "profile": _profile_doc(profile),
+        "verdict": rack.verdict.value,
+        "reasons": list(rack.reasons),
+        "summary": {
+            "nodes": len(rack.nodes),
+            "accepted": sum(1 for n in rack.nodes if n.verdict.value == "ACCEPT"),
+            "rejected": sum(1 for n in rack.nodes if n.verdict.value == "REJECT"),
+            "results": {s.label: statuses.get(s.label, 0) for s in Status},
+        },
+        "nodes": nodes,
+    }
+
+
+def checks_in(doc: Mapping[str, Any]) -> Sequence[str]:
+    seen: dict[str, None] = {}
+    for n in doc["nodes"]:
+        for r in n["results"]:
+            seen.setdefault(r["check"], None)
+    return list(seen)

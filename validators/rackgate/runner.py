@@ -1,0 +1,214 @@
+"""The runner wires the pipeline: plan -> collect -> judge -> report.
+
+``validate`` collects fresh evidence into a new run directory, then judges it;
+``judge_run`` judges a stored run directory (again) without touching the cluster.
+Both write ``report.json`` and ``report.html``. Nothing here prints: the CLI does.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rackgate import __version__
+from rackgate.checks import REGISTRY, Check, CommandError, select
+from rackgate.collect import Task, collect
+from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, write_json
+from rackgate.inventory import Inventory, load_inventory
+from rackgate.judge import judge_evidence, missing_evidence
+from rackgate.model import NodeVerdict, RackVerdict, node_verdict, rack_verdict
+from rackgate.profile import Profile, ProfileError, load_profile, profile_from_document
+from rackgate.reports import report_document
+from rackgate.reports.html import render_html
+
+MANIFEST_SCHEMA = "rackgate.manifest/1"
+
+
+class RunError(RuntimeError):
+    """The run could not start or its directory is unusable (CLI exit 2)."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    rack: RackVerdict
+    report_json: Path
+    report_html: Path
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _versions() -> dict[str, str]:
+    try:
+        ansible_core = metadata.version("ansible-core")
+    except metadata.PackageNotFoundError:
+        ansible_core = "not installed"
+    return {"rackgate_version": __version__, "ansible_core_version": ansible_core}
+
+
+def select_hosts(inv: Inventory, group: str, limit: str | None) -> list[str]:
+    hosts = inv.hosts_in(group)
+    if limit:
+        patterns = [p.strip() for p in limit.split(",") if p.strip()]
+        hosts = [h for h in hosts if any(fnmatch.fnmatchcase(h, p) for p in patterns)]
+    if not hosts:
+        raise RunError(f"no host of group {group!r} matches --limit {limit!r}")
+    return hosts
+
+
+def select_checks(profile: Profile, names_or_tags: Sequence[str] | None) -> list[Check]:
+    try:
+        wanted = select(list(names_or_tags) if names_or_tags else None)
+    except KeyError as exc:
+        raise RunError(str(exc.args[0])) from None
+    checks = [c for c in wanted if c.name in profile.model.checks]
+    if not checks:
+        raise RunError(f"profile {profile.name} defines none of the selected checks "
+                       f"({', '.join(c.name for c in wanted)})")
+    return checks
+
+
+def node_profiles(profile: Profile, overrides: Mapping[str, Any]) -> dict[str, Profile]:
+    """Each host's profile: the rack's, with the host's inventory overrides merged in."""
+    out = {}
+    for host, over in overrides.items():
+        try:
+            out[host] = profile.with_overrides(over or {}, f"rackgate_profile_overrides "
+                                                           f"of inventory host {host}")
+        except ProfileError as exc:
+            raise RunError(str(exc)) from None
+    return out
+
+
+def new_run_dir(runs_dir: Path, profile: str) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = runs_dir / f"{stamp}-{profile}"
+    n = 1
+    while run_dir.exists():
+        n += 1
+        run_dir = runs_dir / f"{stamp}-{profile}-{n}"
+    (run_dir / "evidence").mkdir(parents=True)
+    return run_dir
+
+
+def validate(inventory: Sequence[str], profile: Profile, *, group: str = "compute",
+             limit: str | None = None, checks: Sequence[str] | None = None,
+             runs_dir: Path = Path("runs"), forks: int = 20,
+             on_plan: Callable[[Sequence[Check], Sequence[str]], None] = lambda c, h: None,
+             progress: Callable[[str, str, str], None] = lambda h, c, o: None) -> RunOutcome:
+    inv = load_inventory(inventory)
+    hosts = select_hosts(inv, group, limit)
+    selected = select_checks(profile, checks)
+    overrides = {h: inv.hostvars[h].get("rackgate_profile_overrides") or {} for h in hosts}
+    profiles = node_profiles(profile, overrides)
+
+    run_dir = new_run_dir(runs_dir, profile.name)
+    manifest: dict[str, Any] = {
+        "schema": MANIFEST_SCHEMA,
+        "run_id": run_dir.name,
+        "started": _now(),
+        "finished": None,
+        "inventory": [str(Path(i).resolve()) for i in inventory],
+        "group": group,
+        "limit": limit,
+        "checks": [c.name for c in selected],
+        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
+                    "document": dict(profile.raw)},
+        "hosts": [{"name": h, "location": inv.location(h),
+                   "profile_overrides": overrides[h]} for h in hosts],
+        **_versions(),
+    }
+    write_json(run_dir / "manifest.json", manifest)
+    store = EvidenceStore(run_dir)
+    on_plan(selected, hosts)
+
+    tasks = []
+    for host in hosts:
+        for check in selected:
+            cp = profiles[host].check(check.name)
+            assert cp is not None  # select_checks keeps only the profile's checks
+            params = check.params_model.model_validate(cp.params)
+            try:
+                argv = check.command(params, inv.hostvars[host])
+            except CommandError as exc:
+                store.write(host, check.name, "", argv=(), outcome="not_run", rc=None,
+                            started=None, ended=None, duration_s=None, stderr="",
+                            message=f"inventory host {host}: {exc}")
+                progress(host, check.name, "not_run")
+                continue
+            tasks.append(Task(host, check.name, tuple(argv), check.timeout_s(params)))
+    status = collect(tasks, inventory, store, forks=forks, progress=progress)
+    manifest["finished"] = _now()
+    manifest["ansible_runner_status"] = status
+    write_json(run_dir / "manifest.json", manifest)
+    return judge_run(run_dir)
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunError(f"{run_dir} is not a rackgate run directory (no manifest.json)") from None
+    except ValueError as exc:
+        raise RunError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:
+        raise RunError(f"{path}: unknown manifest schema {doc.get('schema')!r}")
+    return doc
+
+
+def judge_run(run_dir: Path, profile: Profile | None = None,
+              out_dir: Path | None = None) -> RunOutcome:
+    """Judge the evidence stored in ``run_dir`` (with its own profile unless one is given)
+    and write the reports into ``out_dir`` (default: the run directory)."""
+    manifest = read_manifest(run_dir)
+    if profile is None:
+        try:
+            profile = profile_from_document(manifest["profile"]["document"],
+                                f"{manifest['profile']['source']} (as recorded in {run_dir})")
+        except ProfileError as exc:
+            raise RunError(str(exc)) from None
+    hosts = manifest["hosts"]
+    profiles = node_profiles(profile, {h["name"]: h.get("profile_overrides") for h in hosts})
+    store = EvidenceStore(run_dir)
+    nodes: list[NodeVerdict] = []
+    digests: dict[tuple[str, str], str] = {}
+    for h in hosts:
+        host = h["name"]
+        results = []
+        for name in manifest["checks"]:
+            check = REGISTRY.get(name)
+            if check is None:
+                results.append(missing_evidence(host, name, f"check {name} is not known to "
+                                                            f"this rackgate version"))
+                continue
+            try:
+                ev, stdout = store.read(host, name)
+            except EvidenceError as exc:
+                results.append(missing_evidence(host, name, str(exc)))
+                continue
+            digests[(host, name)] = ev.stdout_sha256
+            results.append(judge_evidence(check, ev, stdout, profiles[host]))
+        nodes.append(node_verdict(host, results))
+    rack = rack_verdict(nodes)
+    doc = report_document(rack, manifest, profile, {h["name"]: h["location"] for h in hosts},
+                          digests, profiles)
+    out = out_dir or run_dir
+    write_json(out / "report.json", doc)
+    atomic_write(out / "report.html", render_html(doc).encode())
+    return RunOutcome(run_dir, rack, out / "report.json", out / "report.html")
+
+
+def load_profile_or_fail(name: str) -> Profile:
+    try:
+        return load_profile(name)
+    except ProfileError as exc:
+        raise RunError(str(exc)) from None
