@@ -13,7 +13,6 @@ from rackgate.model import Result, Status
 from rackgate.parsers import ParseError
 from rackgate.profile import Profile
 
-
 NOT_EXECUTABLE_RC = (126, 127)  # timeout(1) and shells: cannot execute / not found
 
 

@@ -16,10 +16,11 @@ What is verified in the container:
 What cannot be verified in a container (the role skips it there on purpose):
   * clock discipline: chronyd has no CAP_SYS_TIME, its unit (ConditionCapability=CAP_SYS_TIME)
     stays inactive, so no NTP source is ever reached and the clock is not steered;
-  * memlock above the host's hard limit: the kernel caps a container at the host's hard
-    limit (8192 KiB on the build machines), so "unlimited" is written and accepted by
-    systemd but services get 8192 KiB; PAM session limits are not exercised at all
-    (no login through pam_limits here);
+  * memlock (and nofile) above the host's hard limits: the kernel caps a container at the
+    host's hard limits (memlock 8192 KiB, nofile 16384 with molecule/containers.conf), so
+    systemd accepts "infinity" but its services get 8192 KiB, and pam_limits, which reads
+    the limits.d file (runuser in the fio test logs its attempt), is refused
+    ("Could not set limit ... Operation not permitted"); session limits are not asserted;
   * sysctl application: /proc/sys is read-only, so the values are written, not applied,
     and the live kernel values are not checked.
 
@@ -157,7 +158,7 @@ def _hard_limit(host, pid, name):
     """Hard limit `name` ("Max open files") of `pid` from /proc/<pid>/limits, None if unlimited."""
     for line in host.file(f"/proc/{pid}/limits").content_string.splitlines():
         if line.startswith(name):
-            value = line[len(name):].split()[1]
+            value = line[len(name) :].split()[1]
             return None if value == "unlimited" else int(value)
     raise AssertionError(f"{name!r} not in /proc/{pid}/limits")
 
