@@ -50,7 +50,7 @@ lint:
 
 # pytest exits 5 when it collects nothing; make treats that as the failure it is.
 unit:
-	pytest -m "not e2e" tests
+	pytest -m "not e2e"
 
 molecule:
 	@for role in roles/*/; do \
@@ -61,7 +61,7 @@ molecule:
 	done
 
 e2e:
-	pytest -m e2e tests
+	pytest -m e2e tests/e2e
 
 clean: demo-down
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache

@@ -22,14 +22,14 @@ def test_command_uses_scratch_path_and_profile_params():
     argv = seq_read_command(SeqReadParams(size="64M", runtime_s=3, ioengine="psync",
                                           timeout_s=60), {"rackgate_scratch_path": "/scratch/"})
     assert argv[0] == "fio"
-    assert "--filename=/scratch/rackgate-fio-seq-read.dat" in argv
+    assert "--directory=/scratch" in argv
+    assert "--filename_format=rackgate-fio-seq-read.$jobnum.dat" in argv
     assert {"--rw=read", "--size=64M", "--runtime=3", "--ioengine=psync", "--direct=1",
             "--output-format=json", "--unlink=1"} <= set(argv)
 
 
 def test_command_defaults_to_var_tmp_rackgate():
-    assert "--filename=/var/tmp/rackgate/rackgate-fio-seq-read.dat" in seq_read_command(
-        SeqReadParams(), {})
+    assert "--directory=/var/tmp/rackgate" in seq_read_command(SeqReadParams(), {})
 
 
 @pytest.mark.parametrize("bad", ["relative/path", "/a:b", 42, ""])

@@ -38,3 +38,8 @@ def test_rack_accepts_only_when_every_node_does():
 
 def test_empty_rack_is_rejected():
     assert rack_verdict([]).verdict is Verdict.REJECT
+
+
+def test_rack_reasons_name_the_physical_location():
+    bad = node_verdict("n7", [r("n7", Status.FAIL)], location="rack r12 u 38")
+    assert rack_verdict([bad]).reasons == ("n7 (rack r12 u 38): fio.seq_read: fail: fail message",)

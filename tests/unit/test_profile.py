@@ -11,6 +11,8 @@ GOOD = {
     "schema_version": 1,
     "name": "lab",
     "description": "a test profile",
+    "hardware": {"gpu": {"model": "NVIDIA H100 80GB HBM3", "count": 8,
+                         "source": "vendor datasheet, for the test"}},
     "checks": {"fio.seq_read": {
         "params": {"size": "64M", "runtime_s": 2, "timeout_s": 30},
         "thresholds": {"read_bw": {"unit": "MB/s", "ref": 7000, "min_ratio": 0.8,
@@ -77,6 +79,12 @@ FIO = "checks__fio_DOT_seq_read"
         (bad(**{f"{FIO}__params__blocksize": "1M"}),
          "checks.fio.seq_read.params.blocksize: Extra inputs are not permitted"),
         (bad(checks={"fio.seqread": {}}), "checks.fio.seqread: unknown check"),
+        (bad(hardware__gpu__count=0), "hardware.gpu.count: Input should be greater than or"),
+        (bad(hardware__gpu__source=None), "hardware.gpu.source: Field required"),
+        (bad(hardware__nics=[{"role": "compute", "count": 8, "rate_gbps": 400,
+                               "link_layer": "IB", "source": "a datasheet"}]),
+         "hardware.nics.0.link_layer: Input should be 'InfiniBand' or 'Ethernet'"),
+        (bad(hardware=None), "hardware: Field required"),
     ],
 )
 def test_bad_profile_is_refused_with_file_field_and_why(tmp_path, doc, message):

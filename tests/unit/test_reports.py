@@ -14,6 +14,9 @@ EVIL = '<script>alert("x")</script>'
 
 
 def stored_run(tmp_path, fixture_text, hosts):
+    """A run directory at tmp_path/runs/test-run with fio evidence for ``hosts``."""
+    tmp_path = tmp_path / "runs" / "test-run"
+    tmp_path.mkdir(parents=True)
     profile = load_profile("demo")
     manifest = {"schema": MANIFEST_SCHEMA, "run_id": "test-run", "started": "t0",
                 "finished": "t1", "inventory": ["inv"], "group": "compute", "limit": None,
@@ -71,7 +74,7 @@ def test_override_missing_evidence_and_escaping(tmp_path, fixture_text):
 
 def test_rejudge_with_stricter_profile_writes_elsewhere(tmp_path, fixture_text):
     healthy = fixture_text("fio/seq-read-healthy.json")
-    run = stored_run(tmp_path / "run", fixture_text, [("n1", "", {}, healthy)])
+    run = stored_run(tmp_path, fixture_text, [("n1", "", {}, healthy)])
     strict = load_profile("demo").with_overrides(
         {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"ref": 1e9}}}}}, "test")
     out = tmp_path / "rejudged"
@@ -86,3 +89,59 @@ def test_html_has_no_external_resources(tmp_path, fixture_text):
                      [("n1", "", {}, fixture_text("fio/seq-read-healthy.json"))])
     html = render_html(json.loads(judge_run(run).report_json.read_text()))
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+
+
+def test_report_is_verified_against_its_evidence(tmp_path, fixture_text):
+    from rackgate.runner import verify_report
+
+    healthy = fixture_text("fio/seq-read-healthy.json")
+    run = stored_run(tmp_path, fixture_text, [("n1", "", {}, healthy), ("n2", "", {}, healthy)])
+    report = judge_run(run).report_json
+    assert verify_report(report) == (2, [])
+    (run / "evidence/n2/fio.seq_read.out").write_text(healthy.replace("fio-3.33", "fio-3.34"))
+    checked, problems = verify_report(report)
+    assert checked == 2 and len(problems) == 1 and problems[0].startswith("n2 fio.seq_read")
+
+
+def test_every_judgement_is_recorded_in_the_history(tmp_path, fixture_text):
+    from rackgate.cli import main
+    from rackgate.history import default_history_path, node_history, open_history
+
+    healthy = fixture_text("fio/seq-read-healthy.json")
+    run = stored_run(tmp_path, fixture_text, [("n1", "", {}, healthy)])
+    judge_run(run)
+    strict = load_profile("demo").with_overrides(
+        {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"ref": 1e9}}}}}, "test")
+    judge_run(run, strict, tmp_path / "rejudged")
+    for name in ("report.xml", "summary.md"):
+        assert (run / name).stat().st_size > 0
+    conn = open_history(default_history_path(tmp_path / "runs"))
+    rows = node_history(conn, "n1")
+    conn.close()
+    assert sorted(r.status.label for r in rows) == ["fail", "pass"]
+    assert main(["history", "n1", "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert main(["history", "nobody", "--runs-dir", str(tmp_path / "runs")]) == 1
+
+
+def test_large_run_html_lists_problems_and_draws_a_histogram():
+    from rackgate.model import Result, Status, node_verdict, rack_verdict
+    from rackgate.reports import report_document
+
+    profile = load_profile("demo")
+    nodes = []
+    for i in range(3000):
+        bad = i % 1000 == 7
+        r = Result(f"gpu{i:05d}", "fio.seq_read", Status.FAIL if bad else Status.PASS,
+                   "slow" if bad else "ok", 10.0 if bad else 600.0 + i % 50, "MB/s",
+                   evidence=f"evidence/gpu{i:05d}/fio.seq_read.out")
+        nodes.append(node_verdict(r.node, [r]))
+    doc = report_document(rack_verdict(nodes), {"run_id": "big", "inventory": ["x"],
+                                                "group": "compute", "started": "t",
+                                                "finished": "t", "rackgate_version": "0",
+                                                "ansible_core_version": "0"},
+                          profile, {}, {})
+    html = render_html(json.loads(json.dumps(doc)))
+    assert "histogram of 3000 nodes" in html
+    assert html.count('data-status="fail"') == 3 and 'data-status="pass"' not in html
+    assert "2997 accepted node(s) not drawn" in html
+    assert len(html) < 200_000

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -25,10 +25,19 @@ from rich.table import Table
 from rackgate import __version__
 from rackgate.checks import REGISTRY, Check
 from rackgate.demo_rack import DemoError
+from rackgate.history import HistoryError, default_history_path, node_history, open_history
 from rackgate.inventory import InventoryError, load_inventory
 from rackgate.model import Verdict
 from rackgate.profile import available_profiles
-from rackgate.runner import RunError, RunOutcome, judge_run, load_profile_or_fail, validate
+from rackgate.runner import (
+    RunError,
+    RunOutcome,
+    judge_run,
+    load_profile_or_fail,
+    resume,
+    validate,
+    verify_report,
+)
 
 EXIT_ACCEPT, EXIT_REJECT, EXIT_CANNOT_RUN = 0, 1, 2
 STATUS_STYLE = {"pass": "green", "skip": "dim", "warn": "yellow", "fail": "red bold",
@@ -60,11 +69,18 @@ def _summary(outcome: RunOutcome) -> int:
         out.print(f"  - {reason}", markup=False, highlight=False)
     out.print(f"Report (HTML): {outcome.report_html}", markup=False, highlight=False)
     out.print(f"Report (JSON): {outcome.report_json}", markup=False, highlight=False)
+    out.print(f"JUnit XML: {outcome.report_json.with_name('report.xml')}, ticket summary: "
+              f"{outcome.report_json.with_name('summary.md')}", markup=False, highlight=False)
     return EXIT_ACCEPT if verdict is Verdict.ACCEPT else EXIT_REJECT
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    profile = load_profile_or_fail(args.profile)
+    if args.resume:
+        if args.inventory or args.profile or args.checks or args.limit:
+            raise RunError("--resume takes the inventory, profile, hosts and checks from the "
+                           "run's manifest.json; drop -i/--profile/--checks/--limit")
+    elif not (args.inventory and args.profile):
+        raise RunError("validate needs -i INVENTORY and --profile PROFILE (or --resume RUN_DIR)")
     checks = [c for part in (args.checks or []) for c in part.split(",") if c]
     interactive = out.is_terminal
     progress = Progress(TextColumn("{task.description:<22}"), BarColumn(),
@@ -74,13 +90,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     totals: dict[str, int] = {}
     done: dict[str, int] = {}
 
-    def on_plan(selected: Sequence[Check], hosts: Sequence[str]) -> None:
-        out.print(f"Validating {len(hosts)} node(s) of group {args.group!r} against profile "
-                  f"{profile.name}: {', '.join(c.name for c in selected)}",
+    def on_plan(selected: Sequence[Check], pending: Mapping[str, int]) -> None:
+        what = f"resuming {args.resume}" if args.resume else \
+            f"group {args.group!r} against profile {args.profile}"
+        out.print(f"Validating ({what}): " + ", ".join(f"{c.name} on {pending[c.name]} node(s)"
+                                                     for c in selected),
                   markup=False, highlight=False)
         for c in selected:
-            tasks[c.name] = progress.add_task(c.name, total=len(hosts))
-            totals[c.name], done[c.name] = len(hosts), 0
+            tasks[c.name] = progress.add_task(c.name, total=pending[c.name])
+            totals[c.name], done[c.name] = pending[c.name], 0
 
     def on_result(host: str, check: str, outcome: str) -> None:
         progress.advance(tasks[check])
@@ -90,9 +108,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
                       markup=False, highlight=False)
 
     with progress:
-        outcome = validate(args.inventory, profile, group=args.group, limit=args.limit,
-                           checks=checks or None, runs_dir=Path(args.runs_dir),
-                           forks=args.forks, on_plan=on_plan, progress=on_result)
+        if args.resume:
+            outcome = resume(Path(args.resume), forks=args.forks, on_plan=on_plan,
+                             progress=on_result)
+        else:
+            outcome = validate(args.inventory, load_profile_or_fail(args.profile),
+                               group=args.group, limit=args.limit, checks=checks or None,
+                               runs_dir=Path(args.runs_dir), forks=args.forks,
+                               on_plan=on_plan, progress=on_result)
     return _summary(outcome)
 
 
@@ -100,6 +123,37 @@ def cmd_judge(args: argparse.Namespace) -> int:
     profile = load_profile_or_fail(args.profile) if args.profile else None
     out_dir = Path(args.out) if args.out else None
     return _summary(judge_run(Path(args.run_dir), profile, out_dir))
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    path = default_history_path(Path(args.runs_dir))
+    if not path.is_file():
+        raise RunError(f"no run history at {path} (it is written by validate and judge)")
+    conn = open_history(path)
+    try:
+        rows = node_history(conn, args.node, args.check, args.limit)
+    finally:
+        conn.close()
+    if not rows:
+        out.print(f"no results for node {args.node!r} in {path}", markup=False, highlight=False)
+        return EXIT_REJECT
+    table = Table(title=f"history of {args.node}")
+    for col in ("judged", "run", "profile", "check", "status", "measured", "message"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        measured = f"{r.measured:g} {r.unit}" if r.measured is not None else "-"
+        table.add_row(r.judged_at, r.run_id, r.profile, r.check,
+                      f"[{STATUS_STYLE[r.status.label]}]{r.status.label}[/]", measured, r.message)
+    out.print(table)
+    return EXIT_ACCEPT
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    checked, problems = verify_report(Path(args.report))
+    for p in problems:
+        out.print(f"MISMATCH {p}", markup=False, highlight=False)
+    out.print(f"{checked} evidence file(s) checked, {len(problems)} problem(s)")
+    return EXIT_ACCEPT if not problems and checked else EXIT_REJECT
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -140,9 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     v = sub.add_parser("validate", help="collect evidence on a rack, judge it, write reports")
-    v.add_argument("-i", "--inventory", action="append", required=True,
+    v.add_argument("-i", "--inventory", action="append",
                    help="Ansible inventory (repeat to combine sources)")
-    v.add_argument("--profile", required=True, help="shipped profile name or a profile file")
+    v.add_argument("--profile", help="shipped profile name or a profile file")
+    v.add_argument("--resume", metavar="RUN_DIR",
+                   help="collect only what RUN_DIR lacks (missing, damaged, failed or timed-out "
+                        "evidence), then judge the whole run")
     v.add_argument("--group", default="compute", help="inventory group of the nodes to accept "
                                                       "(default: compute)")
     v.add_argument("--limit", help="comma-separated host patterns within the group")
@@ -157,6 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--profile", help="profile to judge with (default: the run's own)")
     j.add_argument("--out", help="where to write the reports (default: the run directory)")
     j.set_defaults(func=cmd_judge)
+
+    h = sub.add_parser("history", help="a node's results over time (runs/history.sqlite)")
+    h.add_argument("node")
+    h.add_argument("--check", help="only this check")
+    h.add_argument("--limit", type=int, default=50, help="newest N results (default: 50)")
+    h.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs)")
+    h.set_defaults(func=cmd_history)
+
+    vr = sub.add_parser("verify", help="check a report.json against its evidence files "
+                                       "(sha256)")
+    vr.add_argument("report")
+    vr.set_defaults(func=cmd_verify)
 
     d = sub.add_parser("demo", help="manage the podman demo rack")
     d.add_argument("action", choices=["up", "down", "status"])
@@ -177,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except (RunError, InventoryError, DemoError) as exc:
+    except (RunError, InventoryError, DemoError, HistoryError) as exc:
         err.print(f"rackgate {args.command}: {exc}", markup=False, highlight=False)
         return EXIT_CANNOT_RUN
     except KeyboardInterrupt:

@@ -46,22 +46,28 @@ class Evidence:
     stdout_bytes: int
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it into place.
+
+    ``sync=False`` skips fsync: still never a half file under the final name, but not
+    durable across a power loss (for generated data such as benchmarks).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def write_json(path: Path, doc: Any) -> None:
-    atomic_write(path, (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode())
+def write_json(path: Path, doc: Any, *, sync: bool = True) -> None:
+    atomic_write(path, (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode(), sync=sync)
 
 
 def _safe(part: str) -> str:
@@ -71,8 +77,9 @@ def _safe(part: str) -> str:
 
 
 class EvidenceStore:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *, sync: bool = True) -> None:
         self.run_dir = run_dir
+        self.sync = sync
 
     def _path(self, host: str, check: str, suffix: str) -> Path:
         return self.run_dir / "evidence" / _safe(host) / f"{_safe(check)}{suffix}"
@@ -83,13 +90,13 @@ class EvidenceStore:
     def write(self, host: str, check: str, stdout: str, **fields: Any) -> Evidence:
         out = self._path(host, check, ".out")
         data = stdout.encode("utf-8", errors="surrogateescape")
-        atomic_write(out, data)
+        atomic_write(out, data, sync=self.sync)
         ev = Evidence(host=host, check=check, stdout_file=str(out.relative_to(self.run_dir)),
                       stdout_sha256=hashlib.sha256(data).hexdigest(), stdout_bytes=len(data),
                       **fields)
         doc = asdict(ev)
         doc["argv"] = list(ev.argv)
-        write_json(self.meta_path(host, check), doc)
+        write_json(self.meta_path(host, check), doc, sync=self.sync)
         return ev
 
     def read(self, host: str, check: str) -> tuple[Evidence, str]:
@@ -118,9 +125,12 @@ class EvidenceStore:
         return ev, data.decode("utf-8", errors="replace")
 
     def has_usable(self, host: str, check: str) -> bool:
-        """True when evidence exists, is intact, and the command completed in time."""
+        """True when evidence exists, is intact, and the command completed in time with rc 0.
+
+        Everything else is collected again by ``rackgate validate --resume``.
+        """
         try:
             ev, _ = self.read(host, check)
         except EvidenceError:
             return False
-        return ev.outcome == "completed"
+        return ev.outcome == "completed" and ev.rc == 0

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
+from typing import Literal
+
+Better = Literal["higher", "lower"] | None
 
 
 class Status(IntEnum):
@@ -56,6 +59,7 @@ class Judgement:
     expected: str = ""
     percent_of_limit: float | None = None
     details: dict[str, float | str] = field(default_factory=dict)
+    better: Better = None  # which way the measured figure improves, for peer comparison
 
 
 @dataclass(frozen=True)
@@ -72,11 +76,12 @@ class Result:
     percent_of_limit: float | None = None
     evidence: str | None = None  # path relative to the run directory
     details: dict[str, float | str] = field(default_factory=dict)
+    better: Better = None
 
     @classmethod
     def from_judgement(cls, node: str, check: str, j: Judgement, evidence: str | None) -> Result:
         return cls(node, check, j.status, j.message, j.measured, j.unit, j.expected,
-                   j.percent_of_limit, evidence, dict(j.details))
+                   j.percent_of_limit, evidence, dict(j.details), j.better)
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class NodeVerdict:
     status: Status
     reasons: tuple[str, ...]
     results: tuple[Result, ...]
+    location: str = ""  # physical location from the inventory, for replacement tickets
 
 
 @dataclass(frozen=True)
@@ -95,15 +101,16 @@ class RackVerdict:
     nodes: tuple[NodeVerdict, ...]
 
 
-def node_verdict(node: str, results: Iterable[Result]) -> NodeVerdict:
+def node_verdict(node: str, results: Iterable[Result], location: str = "") -> NodeVerdict:
     """ACCEPT only when at least one check ran and none failed or lacked evidence."""
     rs = tuple(results)
     if not rs:
-        return NodeVerdict(node, Verdict.REJECT, Status.ERROR, ("no check was judged",), rs)
+        return NodeVerdict(node, Verdict.REJECT, Status.ERROR, ("no check was judged",), rs,
+                           location)
     reasons = tuple(f"{r.check}: {r.status.label}: {r.message}"
                     for r in rs if r.status.blocks_accept)
     verdict = Verdict.REJECT if reasons else Verdict.ACCEPT
-    return NodeVerdict(node, verdict, Status.worst(r.status for r in rs), reasons, rs)
+    return NodeVerdict(node, verdict, Status.worst(r.status for r in rs), reasons, rs, location)
 
 
 def rack_verdict(nodes: Iterable[NodeVerdict]) -> RackVerdict:
@@ -111,6 +118,6 @@ def rack_verdict(nodes: Iterable[NodeVerdict]) -> RackVerdict:
     ns = tuple(nodes)
     if not ns:
         return RackVerdict(Verdict.REJECT, ("no node was judged",), ns)
-    reasons = tuple(f"{n.node}: {reason}" for n in ns if n.verdict is Verdict.REJECT
-                    for reason in n.reasons)
+    reasons = tuple(f"{n.node}{f' ({n.location})' if n.location else ''}: {reason}"
+                    for n in ns if n.verdict is Verdict.REJECT for reason in n.reasons)
     return RackVerdict(Verdict.REJECT if reasons else Verdict.ACCEPT, reasons, ns)

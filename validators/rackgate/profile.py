@@ -73,12 +73,75 @@ class CheckProfile(BaseModel):
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
 
 
+_SOURCE = Field(min_length=10, description="public document the figures come from")
+
+
+class GpuSpec(BaseModel):
+    """The GPUs every node must have, as nvidia-smi names them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1, description="nvidia-smi -q 'Product Name'")
+    count: int = Field(ge=1)
+    memory_mib: int | None = Field(default=None, gt=0, description="'FB Memory Usage' Total")
+    nvlink_generation: int | None = Field(default=None, ge=1, le=5)
+    nvlinks_per_gpu: int | None = Field(default=None, ge=0)
+    nvlink_gb_s_per_gpu: float | None = Field(default=None, gt=0,
+                                              description="total NVLink GB/s per GPU, "
+                                                          "both directions")
+    nvswitch: bool = False
+    source: str = _SOURCE
+
+
+class NicSpec(BaseModel):
+    """One class of network ports (compute fabric, storage, management)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["compute", "storage", "management"]
+    count: int = Field(ge=1, description="ports of this class per node")
+    rate_gbps: float = Field(gt=0, description="line rate per port, Gb/s")
+    link_layer: Literal["InfiniBand", "Ethernet"]
+    model: str | None = None
+    source: str = _SOURCE
+
+
+class PsuSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    count: int = Field(ge=1)
+    redundancy: Literal["none", "N+1", "N+2", "N+N"]
+    watts_each: float | None = Field(default=None, gt=0)
+    source: str = _SOURCE
+
+
+class StorageSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    local_nvme_count: int | None = Field(default=None, ge=0)
+    multipath_paths_per_lun: int | None = Field(default=None, ge=1)
+    parallel_fs_mount: str | None = Field(default=None, pattern=r"^/")
+    source: str = _SOURCE
+
+
+class Hardware(BaseModel):
+    """What a node of this profile is: absent parts are not expected (the demo has no GPU)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu: GpuSpec | None = None
+    nics: list[NicSpec] = Field(default_factory=list)
+    psu: PsuSpec | None = None
+    storage: StorageSpec | None = None
+
+
 class ProfileModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: Literal[1]
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     description: str = Field(min_length=1)
+    hardware: Hardware
     checks: dict[str, CheckProfile]
 
 

@@ -20,12 +20,16 @@ from rackgate import __version__
 from rackgate.checks import REGISTRY, Check, CommandError, select
 from rackgate.collect import Task, collect
 from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, write_json
+from rackgate.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.inventory import Inventory, load_inventory
 from rackgate.judge import judge_evidence, missing_evidence
-from rackgate.model import NodeVerdict, RackVerdict, node_verdict, rack_verdict
+from rackgate.model import RackVerdict, Result, node_verdict, rack_verdict
+from rackgate.peers import flag_peer_outliers
 from rackgate.profile import Profile, ProfileError, load_profile, profile_from_document
 from rackgate.reports import report_document
 from rackgate.reports.html import render_html
+from rackgate.reports.junit import render_junit
+from rackgate.reports.markdown import render_markdown
 
 MANIFEST_SCHEMA = "rackgate.manifest/1"
 
@@ -99,16 +103,21 @@ def new_run_dir(runs_dir: Path, profile: str) -> Path:
     return run_dir
 
 
+PlanFn = Callable[[Sequence[Check], Mapping[str, int]], None]  # checks, pending per check
+ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
+
+
 def validate(inventory: Sequence[str], profile: Profile, *, group: str = "compute",
              limit: str | None = None, checks: Sequence[str] | None = None,
              runs_dir: Path = Path("runs"), forks: int = 20,
-             on_plan: Callable[[Sequence[Check], Sequence[str]], None] = lambda c, h: None,
-             progress: Callable[[str, str, str], None] = lambda h, c, o: None) -> RunOutcome:
+             on_plan: PlanFn = lambda c, p: None,
+             progress: ProgressFn = lambda h, c, o: None) -> RunOutcome:
+    """Collect fresh evidence into a new run directory, then judge it."""
     inv = load_inventory(inventory)
     hosts = select_hosts(inv, group, limit)
     selected = select_checks(profile, checks)
     overrides = {h: inv.hostvars[h].get("rackgate_profile_overrides") or {} for h in hosts}
-    profiles = node_profiles(profile, overrides)
+    node_profiles(profile, overrides)  # refuse bad overrides before anything runs
 
     run_dir = new_run_dir(runs_dir, profile.name)
     manifest: dict[str, Any] = {
@@ -116,36 +125,73 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         "run_id": run_dir.name,
         "started": _now(),
         "finished": None,
+        "resumed": [],
         "inventory": [str(Path(i).resolve()) for i in inventory],
         "group": group,
         "limit": limit,
         "checks": [c.name for c in selected],
         "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
                     "document": dict(profile.raw)},
+        "run_dir": str(run_dir.resolve()),
         "hosts": [{"name": h, "location": inv.location(h),
                    "profile_overrides": overrides[h]} for h in hosts],
         **_versions(),
     }
     write_json(run_dir / "manifest.json", manifest)
+    return _collect_and_judge(run_dir, manifest, inv, forks, on_plan, progress)
+
+
+def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: None,
+           progress: ProgressFn = lambda h, c, o: None) -> RunOutcome:
+    """Collect what a run directory lacks (missing, damaged, failed or timed-out evidence)
+    with the run's own inventory, profile, hosts and checks, then judge the whole run."""
+    manifest = read_manifest(run_dir)
+    inv = load_inventory(manifest["inventory"])
+    manifest.setdefault("resumed", []).append(_now())
+    return _collect_and_judge(run_dir, manifest, inv, forks, on_plan, progress)
+
+
+def _recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
+    try:
+        return profile_from_document(manifest["profile"]["document"],
+                                     f"{manifest['profile']['source']} (as recorded in "
+                                     f"{run_dir})")
+    except ProfileError as exc:
+        raise RunError(str(exc)) from None
+
+
+def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, forks: int,
+                       on_plan: PlanFn, progress: ProgressFn) -> RunOutcome:
+    profiles = node_profiles(_recorded_profile(manifest, run_dir),
+                             {h["name"]: h.get("profile_overrides") for h in manifest["hosts"]})
+    selected = [REGISTRY[c] for c in manifest["checks"] if c in REGISTRY]
     store = EvidenceStore(run_dir)
-    on_plan(selected, hosts)
+    pending = [(h["name"], c) for h in manifest["hosts"] for c in selected
+               if not store.has_usable(h["name"], c.name)]
+    on_plan(selected, {c.name: sum(1 for _, pc in pending if pc is c) for c in selected})
 
     tasks = []
-    for host in hosts:
-        for check in selected:
-            cp = profiles[host].check(check.name)
-            assert cp is not None  # select_checks keeps only the profile's checks
-            params = check.params_model.model_validate(cp.params)
-            try:
-                argv = check.command(params, inv.hostvars[host])
-            except CommandError as exc:
-                store.write(host, check.name, "", argv=(), outcome="not_run", rc=None,
-                            started=None, ended=None, duration_s=None, stderr="",
-                            message=f"inventory host {host}: {exc}")
-                progress(host, check.name, "not_run")
-                continue
-            tasks.append(Task(host, check.name, tuple(argv), check.timeout_s(params)))
-    status = collect(tasks, inventory, store, forks=forks, progress=progress)
+    for host, check in pending:
+        def not_run(why: str, host: str = host, check: Check = check) -> None:
+            store.write(host, check.name, "", argv=(), outcome="not_run", rc=None,
+                        started=None, ended=None, duration_s=None, stderr="", message=why)
+            progress(host, check.name, "not_run")
+
+        if host not in inv.hostvars:
+            not_run(f"inventory host {host} is no longer in {', '.join(inv.sources)}")
+            continue
+        cp = profiles[host].check(check.name)
+        if cp is None:
+            not_run(f"the profile of inventory host {host} has no {check.name}")
+            continue
+        params = check.params_model.model_validate(cp.params)
+        try:
+            argv = check.command(params, inv.hostvars[host])
+        except CommandError as exc:
+            not_run(f"inventory host {host}: {exc}")
+            continue
+        tasks.append(Task(host, check.name, tuple(argv), check.timeout_s(params)))
+    status = collect(tasks, inv.sources, store, forks=forks, progress=progress)
     manifest["finished"] = _now()
     manifest["ansible_runner_status"] = status
     write_json(run_dir / "manifest.json", manifest)
@@ -171,15 +217,11 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     and write the reports into ``out_dir`` (default: the run directory)."""
     manifest = read_manifest(run_dir)
     if profile is None:
-        try:
-            profile = profile_from_document(manifest["profile"]["document"],
-                                f"{manifest['profile']['source']} (as recorded in {run_dir})")
-        except ProfileError as exc:
-            raise RunError(str(exc)) from None
+        profile = _recorded_profile(manifest, run_dir)
     hosts = manifest["hosts"]
     profiles = node_profiles(profile, {h["name"]: h.get("profile_overrides") for h in hosts})
     store = EvidenceStore(run_dir)
-    nodes: list[NodeVerdict] = []
+    judged: list[Result] = []
     digests: dict[tuple[str, str], str] = {}
     for h in hosts:
         host = h["name"]
@@ -197,13 +239,27 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
                 continue
             digests[(host, name)] = ev.stdout_sha256
             results.append(judge_evidence(check, ev, stdout, profiles[host]))
-        nodes.append(node_verdict(host, results))
-    rack = rack_verdict(nodes)
-    doc = report_document(rack, manifest, profile, {h["name"]: h["location"] for h in hosts},
-                          digests, profiles)
+        judged.extend(results)
+    per_node: dict[str, list[Result]] = {h["name"]: [] for h in hosts}
+    for r in flag_peer_outliers(judged):
+        per_node[r.node].append(r)
+    locations = {h["name"]: h["location"] for h in hosts}
+    rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
+    doc = report_document(rack, manifest, profile, locations, digests, profiles)
     out = out_dir or run_dir
     write_json(out / "report.json", doc)
     atomic_write(out / "report.html", render_html(doc).encode())
+    atomic_write(out / "report.xml", render_junit(doc).encode())
+    atomic_write(out / "summary.md", render_markdown(doc).encode())
+    try:
+        conn = open_history(default_history_path(run_dir.resolve().parent))
+        try:
+            record_report(conn, doc, run_dir.resolve())
+        finally:
+            conn.close()
+    except HistoryError as exc:
+        raise RunError(f"reports written to {out}, but the run history was not updated: "
+                       f"{exc}") from None
     return RunOutcome(run_dir, rack, out / "report.json", out / "report.html")
 
 
@@ -212,3 +268,34 @@ def load_profile_or_fail(name: str) -> Profile:
         return load_profile(name)
     except ProfileError as exc:
         raise RunError(str(exc)) from None
+
+
+def verify_report(report_json: Path) -> tuple[int, list[str]]:
+    """Check a report against the evidence beside it: (files checked, problems found).
+
+    Every result's evidence file must exist under the run directory and hash to the
+    sha256 the report recorded, so a report can be trusted (or not) long after the run.
+    """
+    import hashlib
+
+    try:
+        doc = json.loads(report_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{report_json}: cannot read the report: {exc}") from None
+    run_dir = Path(doc.get("run", {}).get("run_dir") or report_json.parent)
+    checked, problems = 0, []
+    for node in doc.get("nodes", []):
+        for r in node.get("results", []):
+            if not r.get("evidence") or not r.get("evidence_sha256"):
+                continue
+            checked += 1
+            path = run_dir / r["evidence"]
+            try:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError as exc:
+                problems.append(f"{node['name']} {r['check']}: {path}: {exc.strerror}")
+                continue
+            if digest != r["evidence_sha256"]:
+                problems.append(f"{node['name']} {r['check']}: {path} has sha256 {digest[:16]}"
+                                f", the report recorded {r['evidence_sha256'][:16]}")
+    return checked, problems

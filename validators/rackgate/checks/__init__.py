@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rackgate.model import Judgement, Status
+from rackgate.model import Better, Judgement, Status
 from rackgate.profile import Threshold
 
 
@@ -69,15 +69,20 @@ def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
         if percent is not None else ""
     verb = "meets" if ok else "misses"
     message = (f"{what} {measured:.4g} {threshold.unit} {verb} {expected}{of_limit}")
+    better: Better = None
+    if lo is not None and hi is None:
+        better = "higher"
+    elif hi is not None and lo is None:
+        better = "lower"
     return Judgement(Status.PASS if ok else Status.FAIL, message, measured, threshold.unit,
-                     expected, percent)
+                     expected, percent, better=better)
 
 
 def _build_registry() -> dict[str, Check]:
-    from rackgate.checks import fio
+    from rackgate.checks import fio, identity
 
     registry: dict[str, Check] = {}
-    for module in (fio,):
+    for module in (identity, fio):
         for check in module.CHECKS:
             if check.name in registry:
                 raise RuntimeError(f"check {check.name} is registered twice")

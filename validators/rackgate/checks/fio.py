@@ -25,7 +25,7 @@ _SIZE = r"^[1-9][0-9]*[KMGT]?$"
 class SeqReadParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    size: str = Field(default="4G", pattern=_SIZE, description="test file size (fio --size)")
+    size: str = Field(default="4G", pattern=_SIZE, description="test file size per job")
     block_size: str = Field(default="1M", pattern=_SIZE)
     runtime_s: int = Field(default=60, ge=1, le=3600)
     ioengine: Literal["libaio", "io_uring", "psync", "sync"] = "libaio"
@@ -56,11 +56,13 @@ def seq_read_command(params: SeqReadParams, hostvars: Mapping[str, Any]) -> list
 
     >>> seq_read_command(SeqReadParams(size="64M", runtime_s=3),
     ...                  {"rackgate_scratch_path": "/scratch"})[:3]
-    ['fio', '--name=rackgate_seq_read', '--filename=/scratch/rackgate-fio-seq-read.dat']
+    ['fio', '--name=rackgate_seq_read', '--directory=/scratch']
     """
     return [
         "fio", "--name=rackgate_seq_read",
-        f"--filename={scratch_path(hostvars)}/rackgate-fio-seq-read.dat",
+        # one file per job: jobs sharing one file would read the same blocks (cache hits)
+        f"--directory={scratch_path(hostvars)}",
+        "--filename_format=rackgate-fio-seq-read.$jobnum.dat",
         "--rw=read", f"--bs={params.block_size}", f"--size={params.size}",
         f"--runtime={params.runtime_s}", "--time_based=1",
         f"--ioengine={params.ioengine}", f"--iodepth={params.iodepth}",
@@ -91,7 +93,7 @@ def judge_seq_read(run: FioRun, params: SeqReadParams,
     if p99 is not None:
         details["clat_p99_ms"] = round(p99 / 1e6, 3)
     return Judgement(base.status, base.message, round(bw, 1), base.unit, base.expected,
-                     base.percent_of_limit, details)
+                     base.percent_of_limit, details, base.better)
 
 
 CHECKS = (

@@ -43,6 +43,8 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
             "verdict": n.verdict.value,
             "status": n.status.label,
             "reasons": list(n.reasons),
+            "identity": next((dict(r.details) for r in n.results
+                              if r.check == "node.identity"), {}),
             "profile_sha256": node_profile.sha256,
             "overridden": node_profile.sha256 != profile.sha256,
             "results": [{

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+
+from rackgate.checks.identity import IdentityParams, identity_command, judge_identity
+from rackgate.model import Status
+from rackgate.parsers import ParseError
+from rackgate.parsers.identity import parse_identity
+
+
+def strip_header(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+
+
+def test_server_with_serials_passes_and_keeps_the_fields(fixture_text):
+    ident = parse_identity(strip_header(fixture_text("identity/server-with-dmi.txt")))
+    assert ident.missing == ()
+    j = judge_identity(ident, IdentityParams(), {})
+    assert j.status is Status.PASS
+    assert j.details["product_serial"] == "1234567890123"
+    assert "DGXH100 serial 1234567890123, BIOS 1.0.0" in j.message
+
+
+def test_vm_without_dmi_warns_that_it_cannot_be_bound(fixture_text):
+    ident = parse_identity(strip_header(fixture_text("identity/vm-without-dmi.txt")))
+    assert "product_serial" in ident.missing and ident.fields["kernel"]
+    j = judge_identity(ident, IdentityParams(), {})
+    assert j.status is Status.WARN and "cannot bind" in j.message
+
+
+def test_crlf_and_unknown_keys_are_tolerated():
+    ident = parse_identity("kernel=6.1\r\nsomething_new=1\r\nproduct_serial=X\r\n")
+    assert ident.fields["product_serial"] == "X"
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("", "no 'kernel=' line"),
+    ("product_serial=X\n", "no 'kernel=' line"),
+    ("Segmentation fault\n", "line 1 is not key=value"),
+])
+def test_bad_probe_output(text, match):
+    with pytest.raises(ParseError, match=match):
+        parse_identity(text)
+
+
+def test_command_is_a_fixed_argv():
+    argv = identity_command(IdentityParams(), {"rackgate_scratch_path": "/x; rm -rf /"})
+    assert argv[:2] == ["sh", "-c"] and "rm -rf" not in argv[2]

@@ -1,0 +1,229 @@
+"""A small SQLite history of judged runs, so a node's results can be followed over time.
+
+Every judgement of a run (its first, and each re-judgement with another profile) is one
+``runs`` row; each of its ``nodes[].results[]`` (docs/report-schema.md) is one ``results``
+row. Recording is idempotent: the same report recorded twice adds nothing.
+
+The schema version is ``PRAGMA user_version``; ``_MIGRATIONS[v]`` takes a file from
+version ``v`` to ``v + 1``, so a later schema is one more entry, never an edit.
+
+>>> import tempfile
+>>> runs_dir = Path(tempfile.mkdtemp())
+>>> conn = open_history(default_history_path(runs_dir))
+>>> doc = {"schema": "rackgate.report/1", "generated": "2026-05-01T12:00:00+00:00",
+...        "run": {"run_id": "r1"}, "profile": {"name": "demo", "sha256": "ab12"},
+...        "verdict": "ACCEPT", "summary": {"nodes": 1, "accepted": 1},
+...        "nodes": [{"name": "gpu-001", "results": [{
+...            "check": "fio.seq_read", "status": "pass", "message": "ok",
+...            "measured": 612.5, "unit": "MB/s", "expected": ">= 50 MB/s",
+...            "evidence": None, "evidence_sha256": None}]}]}
+>>> record_report(conn, doc, runs_dir / "r1") == record_report(conn, doc, runs_dir / "r1")
+True
+>>> [(h.run_id, h.check, h.status.label, h.measured) for h in node_history(conn, "gpu-001")]
+[('r1', 'fio.seq_read', 'pass', 612.5)]
+>>> conn.close()
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rackgate.model import Status
+
+REPORT_SCHEMA = "rackgate.report/1"
+APPLICATION_ID = 0x52474854  # "RGHT": marks a file as a rackgate history (PRAGMA application_id)
+
+_STATUSES = ", ".join(f"'{s.label}'" for s in Status)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 0 -> 1: runs (one row per judgement) and their results.
+    (
+        """CREATE TABLE runs (
+            id             INTEGER PRIMARY KEY,
+            run_id         TEXT NOT NULL,
+            judged_at      TEXT NOT NULL,   -- report 'generated', ISO 8601 UTC
+            run_dir        TEXT NOT NULL,
+            profile        TEXT NOT NULL,
+            profile_sha256 TEXT NOT NULL,
+            verdict        TEXT NOT NULL CHECK (verdict IN ('ACCEPT', 'REJECT')),
+            nodes          INTEGER NOT NULL,
+            accepted       INTEGER NOT NULL,
+            UNIQUE (run_id, judged_at, profile_sha256)
+        )""",
+        "CREATE INDEX runs_judged_at ON runs (judged_at)",
+        f"""CREATE TABLE results (
+            run             INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            node            TEXT NOT NULL,
+            check_name      TEXT NOT NULL,
+            status          TEXT NOT NULL CHECK (status IN ({_STATUSES})),
+            measured        REAL,
+            unit            TEXT NOT NULL,
+            expected        TEXT NOT NULL,
+            message         TEXT NOT NULL,
+            evidence        TEXT,
+            evidence_sha256 TEXT
+        )""",
+        # Serves lookups by (node) and (node, check_name), and allows one row per judgement.
+        "CREATE UNIQUE INDEX results_node_check ON results (node, check_name, run)",
+        "CREATE INDEX results_run ON results (run)",
+    ),
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+class HistoryError(RuntimeError):
+    """The history file is unusable or a report cannot be recorded; the message names which."""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One check's result on one node in one judgement of a run."""
+
+    judged_at: str  # ISO 8601, UTC
+    run_id: str
+    profile: str
+    check: str
+    status: Status
+    measured: float | None
+    unit: str
+    expected: str
+    message: str
+    run_dir: Path
+    profile_sha256: str  # tells apart re-judgements with a same-named, overridden profile
+
+
+def default_history_path(runs_dir: Path) -> Path:
+    return runs_dir / "history.sqlite"
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:  # sqlite may already have rolled back (e.g. disk full)
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _db_path(conn: sqlite3.Connection) -> str:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row and row[2] else "(in-memory history)"
+
+
+def open_history(path: Path) -> sqlite3.Connection:
+    """Open (creating or migrating as needed) the history at ``path``.
+
+    The connection is in autocommit mode (``isolation_level=None``); this module opens its
+    own transactions.
+    """
+    try:
+        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{path}: cannot open the run history: sqlite says: {exc}") from None
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        with _transaction(conn):
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if app_id not in (0, APPLICATION_ID) or (app_id == 0 and version != 0):
+                raise HistoryError(f"{path} is an SQLite database but not a rackgate history "
+                                   f"(application_id {app_id:#x}, user_version {version})")
+            if version > SCHEMA_VERSION:
+                raise HistoryError(f"{path}: history schema version {version} is newer than "
+                                   f"this rackgate knows ({SCHEMA_VERSION}); upgrade rackgate")
+            for v in range(version, SCHEMA_VERSION):
+                for statement in _MIGRATIONS[v]:
+                    conn.execute(statement)
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise HistoryError(f"{path}: cannot open the run history: sqlite says: {exc}") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _utc(stamp: Any, where: str) -> str:
+    try:
+        when = datetime.fromisoformat(stamp)
+    except (TypeError, ValueError):
+        raise HistoryError(f"{where}: 'generated' is not an ISO 8601 time: {stamp!r}") from None
+    if when.tzinfo is None:  # the schema says UTC
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat()
+
+
+def record_report(conn: sqlite3.Connection, doc: Mapping[str, Any], run_dir: Path) -> int:
+    """Record one judged report (``rackgate.report/1``) in one transaction; return its
+    ``runs.id``. Recording the same judgement again returns the same id and adds nothing."""
+    where = f"report of {run_dir}"
+    if doc.get("schema") != REPORT_SCHEMA:
+        raise HistoryError(f"{where}: schema is {doc.get('schema')!r}, expected {REPORT_SCHEMA}")
+    try:
+        key = (str(doc["run"]["run_id"]), _utc(doc["generated"], where),
+               str(doc["profile"]["sha256"]))
+        run_row = (*key, str(run_dir), str(doc["profile"]["name"]), str(doc["verdict"]),
+                   int(doc["summary"]["nodes"]), int(doc["summary"]["accepted"]))
+        nodes = list(doc["nodes"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HistoryError(f"{where}: missing or malformed field: {exc!r}") from None
+    try:
+        with _transaction(conn):
+            found = conn.execute("SELECT id FROM runs WHERE run_id = ? AND judged_at = ? "
+                                 "AND profile_sha256 = ?", key).fetchone()
+            if found is not None:
+                return int(found[0])
+            cur = conn.execute("INSERT INTO runs (run_id, judged_at, profile_sha256, run_dir, "
+                               "profile, verdict, nodes, accepted) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", run_row)
+            run = cur.lastrowid
+            conn.executemany(
+                "INSERT INTO results (run, node, check_name, status, measured, unit, "
+                "expected, message, evidence, evidence_sha256) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((run, n["name"], r["check"], r["status"], r["measured"], r["unit"],
+                  r["expected"], r["message"], r.get("evidence"), r.get("evidence_sha256"))
+                 for n in nodes for r in n["results"]))
+    except (KeyError, TypeError) as exc:
+        raise HistoryError(f"{where}: missing or malformed result field: {exc!r}; "
+                           f"nothing was recorded") from None
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{where}: cannot record it in {_db_path(conn)}: sqlite says: "
+                           f"{exc}; nothing was recorded") from None
+    assert run is not None
+    return run
+
+
+def node_history(conn: sqlite3.Connection, node: str, check: str | None = None,
+                 limit: int = 50) -> list[HistoryRow]:
+    """``node``'s results, newest judgement first (report order within one judgement)."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    where = "x.node = ?" + ("" if check is None else " AND x.check_name = ?")
+    params: tuple[Any, ...] = (node,) if check is None else (node, check)
+    try:
+        rows = conn.execute(
+            "SELECT r.judged_at, r.run_id, r.profile, x.check_name, x.status, x.measured, "
+            "x.unit, x.expected, x.message, r.run_dir, r.profile_sha256 "
+            f"FROM results AS x JOIN runs AS r ON r.id = x.run WHERE {where} "
+            "ORDER BY r.judged_at DESC, r.id DESC, x.rowid LIMIT ?", (*params, limit)).fetchall()
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{_db_path(conn)}: cannot read the history of {node}: "
+                           f"sqlite says: {exc}") from None
+    return [HistoryRow(judged_at, run_id, profile, check_name, Status.from_label(status),
+                       measured, unit, expected, message, Path(run_dir), sha)
+            for (judged_at, run_id, profile, check_name, status, measured, unit, expected,
+                 message, run_dir, sha) in rows]

@@ -1,0 +1,45 @@
+"""Parser for rackgate's node identity probe (the ``node.identity`` check).
+
+The probe (a fixed ``sh -c`` script, see checks/identity.py) prints one ``key=value`` line
+per field, reading DMI from sysfs (``/sys/class/dmi/id/*``, Linux ABI
+Documentation/ABI/testing/sysfs-class-dmi), ``uname -r`` and ``/etc/os-release``
+(os-release(5)). A field the host does not expose is printed with an empty value.
+
+>>> ident = parse_identity("product_serial=ABC123\\nkernel=6.1.0-18-amd64\\n")
+>>> ident.fields["product_serial"], ident.missing[:2]
+('ABC123', ('sys_vendor', 'product_name'))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rackgate.parsers import ParseError
+
+FIELDS = ("sys_vendor", "product_name", "product_serial", "board_serial", "chassis_serial",
+          "bios_version", "bios_date", "kernel", "os", "machine_id")
+
+
+@dataclass(frozen=True)
+class Identity:
+    fields: dict[str, str]  # every name in FIELDS; "" when the host does not expose it
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(k for k in FIELDS if not self.fields[k])
+
+
+def parse_identity(text: str) -> Identity:
+    values: dict[str, str] = {}
+    for n, line in enumerate(text.replace("\r\n", "\n").splitlines(), 1):
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ParseError(f"identity probe: line {n} is not key=value: {line[:80]!r}")
+        if key in FIELDS:
+            values[key] = value.strip()
+    if "kernel" not in values:
+        raise ParseError("identity probe: no 'kernel=' line (truncated output, or not the "
+                         "rackgate identity probe?)")
+    return Identity({k: values.get(k, "") for k in FIELDS})

@@ -1,0 +1,95 @@
+"""A short Markdown summary for a ticket, rendered from the JSON report document.
+
+Verdict first, then a table of only the blocking results (what a replacement ticket
+needs: node, location, check, status, measured, expected, message, evidence), then one
+line per check with its counts per status, then the profile and its sha256. At most
+``max_rows`` table rows (50): the rest are counted and left to report.json. Every value
+from nodes, inventory or checks is escaped, so it cannot break the table or add links,
+code spans or HTML.
+
+>>> doc = {"run": {"run_id": "r1", "inventory": ["/srv/inventory/rack07"]},
+...        "profile": {"name": "demo", "sha256": "ab12"}, "verdict": "REJECT",
+...        "summary": {"nodes": 1, "accepted": 0},
+...        "nodes": [{"name": "n1", "location": "u1", "verdict": "REJECT", "results": [
+...            {"check": "fio.seq_read", "status": "fail", "message": "slow | bad",
+...             "measured": 42.0, "unit": "MB/s", "expected": ">= 50 MB/s",
+...             "evidence": "n1/fio.out"}]}]}
+>>> print(render_markdown(doc))
+**REJECT** rack rack07: 0 of 1 nodes accepted, profile demo, run r1
+<BLANKLINE>
+| node | location | check | status | measured | expected | message | evidence |
+|---|---|---|---|---|---|---|---|
+| n1 | u1 | fio.seq_read | fail | 42 MB/s | >= 50 MB/s | slow \\| bad | n1/fio.out |
+<BLANKLINE>
+- fio.seq_read: 1 fail
+<BLANKLINE>
+Profile demo, sha256 ab12
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+from rackgate.reports import checks_in
+
+STATUSES = ("pass", "skip", "warn", "fail", "error")
+BLOCKING = ("fail", "error")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f]")
+_MARKUP = re.compile(r"([\\`*\[\]<|])")  # what could end a cell, or start a link, code or HTML
+
+
+def md(value: Any) -> str:
+    """One line of inline Markdown showing ``value`` literally (also inside a table cell)."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", "" if value is None else str(value))
+    return _MARKUP.sub(r"\\\1", text).replace("\r\n", "<br>").replace("\r", "<br>") \
+        .replace("\n", "<br>")
+
+
+def _rack(run: Mapping[str, Any]) -> str:
+    """The inventory's name (its directory when a file is given), group and limit."""
+    names = [p.parent.name if p.suffix else p.name
+             for p in map(PurePath, run.get("inventory") or [])]
+    text = "+".join(n for n in names if n) or "?"
+    if run.get("limit"):
+        text += f" (limit {run['limit']})"
+    return text
+
+
+def _row(node: Mapping[str, Any], r: Mapping[str, Any]) -> str:
+    measured = "" if r.get("measured") is None else f"{r['measured']:g} {r.get('unit', '')}"
+    if r.get("percent_of_limit") is not None:
+        measured += f" ({r['percent_of_limit']:.0f}% of limit)"
+    cells = [node["name"], node.get("location"), r["check"], r["status"], measured.strip(),
+             r.get("expected"), r["message"], r.get("evidence")]
+    return "| " + " | ".join(md(c) or "—" for c in cells) + " |"
+
+
+def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
+    run, summary = doc.get("run", {}), doc["summary"]
+    lines = [f"**{doc['verdict']}** rack {md(_rack(run))}: {summary['accepted']} of "
+             f"{summary['nodes']} nodes accepted, profile {md(doc['profile']['name'])}, "
+             f"run {md(run.get('run_id', '?'))}", ""]
+    rows = [_row(n, r) for n in doc["nodes"] for r in n["results"] if r["status"] in BLOCKING]
+    # A node rejected with no blocking result had no check judged: it still needs a ticket.
+    rows += [_row(n, {"check": "", "status": n.get("status", "error"),
+                      "message": "; ".join(n.get("reasons") or [])})
+             for n in doc["nodes"] if n.get("verdict") == "REJECT"
+             and not any(r["status"] in BLOCKING for r in n["results"])]
+    if rows:
+        lines += ["| node | location | check | status | measured | expected | message "
+                  "| evidence |", "|---|---|---|---|---|---|---|---|", *rows[:max_rows], ""]
+        if len(rows) > max_rows:  # a paragraph: a line right under a table would be a row
+            lines.append(f"… and {len(rows) - max_rows} more blocking results in report.json")
+    else:
+        lines.append(md("; ".join(doc.get("reasons") or [])) or "No blocking results.")
+    found = Counter((r["check"], r["status"]) for n in doc["nodes"] for r in n["results"])
+    for check in checks_in(doc):
+        counts = ", ".join(f"{found[check, s]} {s}" for s in STATUSES if found[check, s])
+        lines.append(f"- {md(check)}: {counts}")
+    sha = doc["profile"].get("sha256") or "?"
+    lines += ["", f"Profile {md(doc['profile']['name'])}, sha256 {md(sha)}"]
+    return "\n".join(lines)
