@@ -145,3 +145,36 @@ def test_large_run_html_lists_problems_and_draws_a_histogram():
     assert html.count('data-status="fail"') == 3 and 'data-status="pass"' not in html
     assert "2997 accepted node(s) not drawn" in html
     assert len(html) < 200_000
+
+
+def test_rejudging_with_other_benchmark_parameters_is_an_error(tmp_path, fixture_text):
+    healthy = fixture_text("fio/seq-read-healthy.json")
+    run = stored_run(tmp_path, fixture_text, [("n1", "", {}, healthy)])
+    longer = load_profile("demo").with_overrides(
+        {"checks": {"fio.seq_read": {"params": {"runtime_s": 60}}}}, "test")
+    doc = json.loads(judge_run(run, longer, tmp_path / "out").report_json.read_text())
+    (res,) = doc["nodes"][0]["results"]
+    assert res["status"] == "error"
+    assert "runtime_s 3 (wanted 60)" in res["message"]
+    assert doc["verdict"] == "REJECT"
+
+
+def test_parallel_judging_gives_the_same_results_as_serial(tmp_path, fixture_text, monkeypatch):
+    import rackgate.runner as runner
+
+    healthy = fixture_text("fio/seq-read-healthy.json")
+    hosts = [(f"n{i:02d}", f"rack r1 u {i}", {}, healthy if i % 3 else healthy[:100])
+             for i in range(12)]
+    run = stored_run(tmp_path, fixture_text, hosts)
+
+    def results(doc):
+        return [(n["name"], r["status"], r["measured"], r["message"]) for n in doc["nodes"]
+                for r in n["results"]]
+
+    monkeypatch.setattr(runner, "PARALLEL_MIN_RESULTS", 10**9)
+    serial = json.loads(judge_run(run, out_dir=tmp_path / "serial").report_json.read_text())
+    monkeypatch.setattr(runner, "PARALLEL_MIN_RESULTS", 1)
+    forked = json.loads(judge_run(run, out_dir=tmp_path / "forked").report_json.read_text())
+    assert results(forked) == results(serial)
+    assert [r[1] for r in results(serial)].count("error") == 4  # the truncated outputs
+    assert forked["verdict"] == serial["verdict"] == "REJECT"

@@ -7,6 +7,8 @@ only then does the check's own judge compare figures with thresholds.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rackgate.checks import Check
 from rackgate.evidence import Evidence
 from rackgate.model import Result, Status
@@ -25,6 +27,18 @@ def _head(text: str, n: int = 200) -> str:
     """The start of an Ansible error: its first sentence says what went wrong."""
     text = " ".join(text.strip().split())
     return text if len(text) <= n else text[:n] + "..."
+
+
+_PARAMS: dict[tuple[str, str], Any] = {}
+
+
+def _params(check: Check, profile: Profile) -> Any:
+    """The check's validated parameters under ``profile``, validated once per profile."""
+    key = (check.name, profile.sha256)
+    if key not in _PARAMS:
+        cp = profile.check(check.name)
+        _PARAMS[key] = check.params_model.model_validate(cp.params if cp else {})
+    return _PARAMS[key]
 
 
 def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) -> Result:
@@ -58,7 +72,7 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
         record = check.parse(stdout)
     except ParseError as exc:
         return error(f"unparseable evidence {where}: {exc}")
-    params = check.params_model.model_validate(cp.params)
+    params = _params(check, profile)
     return Result.from_judgement(node, check.name, check.judge(record, params, cp.thresholds),
                                  where)
 

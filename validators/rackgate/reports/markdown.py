@@ -24,6 +24,7 @@ code spans or HTML.
 - fio.seq_read: 1 fail
 <BLANKLINE>
 Profile demo, sha256 ab12
+<BLANKLINE>
 """
 
 from __future__ import annotations
@@ -92,4 +93,4 @@ def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
         lines.append(f"- {md(check)}: {counts}")
     sha = doc["profile"].get("sha256") or "?"
     lines += ["", f"Profile {md(doc['profile']['name'])}, sha256 {md(sha)}"]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
