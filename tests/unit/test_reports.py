@@ -178,3 +178,10 @@ def test_parallel_judging_gives_the_same_results_as_serial(tmp_path, fixture_tex
     assert results(forked) == results(serial)
     assert [r[1] for r in results(serial)].count("error") == 4  # the truncated outputs
     assert forked["verdict"] == serial["verdict"] == "REJECT"
+
+
+def test_verdict_banner_lists_at_most_twenty_reasons(tmp_path, fixture_text):
+    hosts = [(f"n{i:02d}", "", {}, "garbage") for i in range(25)]
+    html = judge_run(stored_run(tmp_path, fixture_text, hosts)).report_html.read_text()
+    banner = html[: html.index("</header>")]
+    assert banner.count("<li>") == 21 and "and 5 more" in banner
