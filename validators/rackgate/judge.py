@@ -68,13 +68,24 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
     if not cp.enabled:
         return Result(node, check.name, Status.SKIP, f"disabled in profile {profile.name}",
                       evidence=where)
+    hardware = profile.model.hardware
     try:
         record = check.parse(stdout)
     except ParseError as exc:
         return error(f"unparseable evidence {where}: {exc}")
     params = _params(check, profile)
-    return Result.from_judgement(node, check.name, check.judge(record, params, cp.thresholds),
-                                 where)
+    return Result.from_judgement(node, check.name,
+                                 check.judge(record, params, cp.thresholds, hardware), where)
+
+
+def not_applicable(node: str, check: Check, profile: Profile) -> Result | None:
+    """SKIP when the profile says this node has no such hardware (the demo has no GPU):
+    the check is then neither run nor judged, and the report says why."""
+    reason = check.applies(profile.model.hardware)
+    if reason is None:
+        return None
+    return Result(node, check.name, Status.SKIP, f"not applicable to profile {profile.name}: "
+                                                 f"{reason}")
 
 
 def missing_evidence(node: str, check: str, why: str) -> Result:

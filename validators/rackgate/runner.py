@@ -25,7 +25,7 @@ from rackgate.collect import Task, collect
 from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, write_json
 from rackgate.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.inventory import Inventory, load_inventory
-from rackgate.judge import judge_evidence, missing_evidence
+from rackgate.judge import judge_evidence, missing_evidence, not_applicable
 from rackgate.model import RackVerdict, Result, node_verdict, rack_verdict
 from rackgate.peers import flag_peer_outliers
 from rackgate.profile import Profile, ProfileError, load_profile, profile_from_document
@@ -195,6 +195,9 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
         if cp is None:
             not_run(f"the profile of inventory host {host} has no {check.name}")
             continue
+        if check.applies(profiles[host].model.hardware) is not None:
+            progress(host, check.name, "skipped")  # judged as skip: nothing to collect
+            continue
         params = check.params_model.model_validate(cp.params)
         try:
             argv = check.command(params, inv.hostvars[host])
@@ -249,6 +252,10 @@ def _judge_hosts(job: _JudgeJob, hosts: Sequence[str]) -> Judged:
                 if check is None:
                     judged.append(missing_evidence(host, name, f"check {name} is not known "
                                                                f"to this rackgate version"))
+                    continue
+                skipped = not_applicable(host, check, job.profiles[host])
+                if skipped is not None:
+                    judged.append(skipped)
                     continue
                 try:
                     ev, stdout = store.read(host, name)

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rackgate.model import Better, Judgement, Status
-from rackgate.profile import Threshold
+from rackgate.profile import Hardware, Threshold
 
 
 class Scope(StrEnum):
@@ -41,7 +41,10 @@ class Check:
     command: Callable[[Any, Mapping[str, Any]], list[str]]
     timeout_s: Callable[[Any], int]
     parse: Callable[[str], Any]
-    judge: Callable[[Any, Any, Mapping[str, Threshold]], Judgement]
+    # (record, params, thresholds, the profile's hardware) -> Judgement; pure
+    judge: Callable[[Any, Any, Mapping[str, Threshold], Hardware], Judgement]
+    # the profile's hardware -> why this check does not apply (a skip reason), or None
+    applies: Callable[[Hardware], str | None] = lambda hw: None
 
 
 def compare(measured: float, threshold: Threshold, what: str) -> Judgement:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rackgate.checks import Check, CommandError, Scope, compare
 from rackgate.model import Judgement, Status
 from rackgate.parsers.fio import FioRun, parse_fio_json
-from rackgate.profile import Threshold
+from rackgate.profile import Hardware, Threshold
 
 DEFAULT_SCRATCH = "/var/tmp/rackgate"
 _SIZE = r"^[1-9][0-9]*[KMGT]?$"
@@ -71,8 +71,8 @@ def seq_read_command(params: SeqReadParams, hostvars: Mapping[str, Any]) -> list
     ]
 
 
-def judge_seq_read(run: FioRun, params: SeqReadParams,
-                   thresholds: Mapping[str, Threshold]) -> Judgement:
+def judge_seq_read(run: FioRun, params: SeqReadParams, thresholds: Mapping[str, Threshold],
+                   hardware: Hardware | None = None) -> Judgement:
     failed = [j for j in run.jobs if j.error]
     if failed:
         j = failed[0]

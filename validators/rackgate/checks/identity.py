@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rackgate.checks import Check, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.identity import FIELDS, Identity, parse_identity
-from rackgate.profile import Threshold
+from rackgate.profile import Hardware, Threshold
 
 _DMI = [f for f in FIELDS if f not in ("kernel", "os", "machine_id")]
 PROBE = (
@@ -39,7 +39,8 @@ def identity_command(params: IdentityParams, hostvars: Mapping[str, Any]) -> lis
 
 
 def judge_identity(ident: Identity, params: IdentityParams,
-                   thresholds: Mapping[str, Threshold]) -> Judgement:
+                   thresholds: Mapping[str, Threshold], hardware: Hardware | None = None,
+                   ) -> Judgement:
     details: dict[str, float | str] = {k: v for k, v in ident.fields.items() if v}
     serials = [ident.fields[k] for k in ("product_serial", "board_serial", "chassis_serial")
                if ident.fields[k]]
