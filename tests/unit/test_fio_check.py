@@ -22,14 +22,14 @@ def test_command_uses_scratch_path_and_profile_params():
     argv = seq_read_command(SeqReadParams(size="64M", runtime_s=3, ioengine="psync",
                                           timeout_s=60), {"rackgate_scratch_path": "/scratch/"})
     assert argv[0] == "fio"
-    assert "--directory=/scratch" in argv
-    assert "--filename_format=rackgate-fio-seq-read.$jobnum.dat" in argv
+    assert "--filename_format=/scratch/rackgate-seq_read.$jobnum.dat" in argv
     assert {"--rw=read", "--size=64M", "--runtime=3", "--ioengine=psync", "--direct=1",
             "--output-format=json", "--unlink=1"} <= set(argv)
 
 
 def test_command_defaults_to_var_tmp_rackgate():
-    assert "--directory=/var/tmp/rackgate" in seq_read_command(SeqReadParams(), {})
+    assert "--filename_format=/var/tmp/rackgate/rackgate-seq_read.$jobnum.dat" in \
+        seq_read_command(SeqReadParams(), {})
 
 
 @pytest.mark.parametrize("bad", ["relative/path", "/a:b", 42, ""])
@@ -83,3 +83,56 @@ def test_no_read_data_is_error(fixture_text):
     j = judge_seq_read(run, SeqReadParams(), thresholds(ref=0.001, min_ratio=0.001))
     assert j.status is Status.ERROR
     assert "read no data" in j.message
+
+
+def test_other_patterns_build_their_commands():
+    from rackgate.checks import REGISTRY
+
+    hv = {"rackgate_scratch_path": "/s", "inventory_hostname": "n1",
+          "rackgate_parallel_fs_mount": "/lustre"}
+    cmd = {name: REGISTRY[name].command(REGISTRY[name].params_model(), hv) for name in
+           ("fio.seq_write", "fio.rand_read", "fio.checkpoint", "fio.pfs.checkpoint")}
+    assert "--rw=write" in cmd["fio.seq_write"] and "--time_based=1" in cmd["fio.seq_write"]
+    assert {"--rw=randread", "--bs=4K", "--iodepth=32"} <= set(cmd["fio.rand_read"])
+    assert {"--fsync=64", "--end_fsync=1"} <= set(cmd["fio.checkpoint"])
+    assert "--time_based=1" not in cmd["fio.checkpoint"]
+    assert "--filename_format=/lustre/rackgate/n1/rackgate-checkpoint.$jobnum.dat" in \
+        cmd["fio.pfs.checkpoint"]
+
+
+def test_parallel_fs_checks_skip_without_a_mount():
+    from rackgate.checks import REGISTRY
+    from rackgate.profile import Hardware, StorageSpec
+
+    check = REGISTRY["fio.pfs.seq_read"]
+    assert "no parallel file system" in check.applies(Hardware())
+    assert check.applies(Hardware(storage=StorageSpec(parallel_fs_mount="/lustre",
+                                                      source="site storage plan"))) is None
+    with pytest.raises(CommandError, match="no parallel file system mount"):
+        check.command(check.params_model(), {"inventory_hostname": "n1"})
+
+
+def test_seq_write_and_checkpoint_judged_on_write_bandwidth(fixture_text):
+    from rackgate.checks.fio import judge_checkpoint, judge_seq_write
+
+    for judge, name in ((judge_seq_write, "seq-write-healthy.json"),
+                        (judge_checkpoint, "checkpoint-2jobs-fsync-healthy.json")):
+        run = parse_fio_json(fixture_text(f"fio/{name}"))
+        j = judge(run, SeqReadParams(), {"write_bw": FLOOR})
+        assert j.status is Status.PASS and j.measured > 100, name
+    # a read-only run judged as a write is an error, not a pass
+    run = parse_fio_json(fixture_text("fio/seq-read-healthy.json"))
+    assert judge_seq_write(run, SeqReadParams(), {"write_bw": FLOOR}).status is Status.ERROR
+
+
+def test_rand_read_judged_on_iops_and_p99(fixture_text):
+    from rackgate.checks.fio import judge_rand_read
+
+    run = parse_fio_json(fixture_text("fio/rand-read-4k-qd32-healthy.json"))
+    iops = Threshold(unit="IOPS", ref=10000, min_ratio=0.5, basis="a figure for the test")
+    p99_ok = Threshold(unit="ms", ref=100, max_ratio=1.0, basis="a figure for the test")
+    p99_tight = Threshold(unit="ms", ref=0.001, max_ratio=1.0, basis="a figure for the test")
+    ok = judge_rand_read(run, SeqReadParams(), {"read_iops": iops, "read_p99_ms": p99_ok})
+    assert ok.status is Status.PASS and ok.unit == "IOPS" and ok.measured > 5000
+    bad = judge_rand_read(run, SeqReadParams(), {"read_iops": iops, "read_p99_ms": p99_tight})
+    assert bad.status is Status.FAIL and "p99 completion latency" in bad.message

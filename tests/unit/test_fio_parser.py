@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import contextlib
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import FIXTURES
 from rackgate.parsers import ParseError
 from rackgate.parsers.fio import parse_fio_json
 
@@ -64,3 +69,40 @@ def test_old_fio_without_bw_bytes_uses_kib_per_s():
     read = run.jobs[0].read
     assert read.bw_bytes_per_s == 2048 * 1024
     assert read.clat_p99_ns == 1_500_000
+
+
+# Property-based: whatever text arrives, the parser returns a record or raises ParseError,
+# and a mangled healthy output is never read as a clean measurement of the same run.
+HEALTHY = (FIXTURES / "fio" / "seq-read-healthy.json").read_text()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_arbitrary_text_is_a_record_or_a_parse_error(text):
+    with contextlib.suppress(ParseError):
+        parse_fio_json(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0, max_value=len(HEALTHY) - 2))
+def test_any_truncation_is_a_parse_error(cut):
+    with pytest.raises(ParseError):
+        parse_fio_json(HEALTHY[:cut])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_deleting_a_line_never_yields_a_clean_different_record(data):
+    lines = HEALTHY.splitlines(keepends=True)
+    i = data.draw(st.integers(min_value=0, max_value=len(lines) - 1))
+    mangled = "".join(lines[:i] + lines[i + 1:])
+    full = parse_fio_json(HEALTHY)
+    try:
+        got = parse_fio_json(mangled)
+    except ParseError:
+        return
+    # the line was a comment or a field the parser does not read (the same figures), or
+    # bw_bytes, which falls back to fio's KiB/s "bw": the same figure to a KiB
+    got_bw, full_bw = got.jobs[0].read.bw_bytes_per_s, full.jobs[0].read.bw_bytes_per_s
+    assert abs(got_bw - full_bw) <= 1024
+    assert got.jobs[0].read.io_bytes == full.jobs[0].read.io_bytes

@@ -162,6 +162,16 @@ def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: Non
     return _collect_and_judge(run_dir, manifest, inv, forks, on_plan, progress)
 
 
+def _command_vars(host: str, hostvars: Mapping[str, Any], profile: Profile) -> dict[str, Any]:
+    """What a check's command builder sees: the host's inventory variables, plus its name
+    and the parallel file system mount from the profile unless the inventory sets one."""
+    out = {**hostvars, "inventory_hostname": host}
+    storage = profile.model.hardware.storage
+    if storage is not None and storage.parallel_fs_mount:
+        out.setdefault("rackgate_parallel_fs_mount", storage.parallel_fs_mount)
+    return out
+
+
 def _recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
     try:
         return profile_from_document(manifest["profile"]["document"],
@@ -200,7 +210,8 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
             continue
         params = check.params_model.model_validate(cp.params)
         try:
-            argv = check.command(params, inv.hostvars[host])
+            argv = check.command(params, _command_vars(host, inv.hostvars[host],
+                                                       profiles[host]))
         except CommandError as exc:
             not_run(f"inventory host {host}: {exc}")
             continue

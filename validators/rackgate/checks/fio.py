@@ -1,8 +1,20 @@
-"""fio checks: storage bandwidth on the node's scratch path.
+"""fio checks: storage bandwidth, IOPS and latency on the node's scratch path and, where
+the profile names one, on the parallel file system.
 
-``fio.seq_read``: sequential 1 MiB reads of a test file in ``rackgate_scratch_path``
-(inventory variable, default ``/var/tmp/rackgate``), time-based, JSON output; judged on
-aggregate read bandwidth (``read_bw``, MB/s = 10^6 bytes/s, as disk vendors quote).
+- ``fio.seq_read`` / ``fio.seq_write``: sequential 1 MiB reads / writes, time-based;
+  judged on ``read_bw`` / ``write_bw`` (MB/s).
+- ``fio.rand_read``: random 4 KiB reads at queue depth 32; ``read_iops`` and ``read_p99_ms``.
+- ``fio.checkpoint``: what a training checkpoint does, large sequential writes with an
+  fsync every N blocks and at the end, ``size`` per job written once; ``write_bw``.
+- ``fio.pfs.seq_read`` / ``fio.pfs.checkpoint``: the same on the parallel file system.
+
+Local checks write into ``rackgate_scratch_path`` (inventory variable, default
+``/var/tmp/rackgate``); parallel-file-system checks into ``<mount>/rackgate/<host>`` (the
+mount is ``hardware.storage.parallel_fs_mount``, or the inventory variable
+``rackgate_parallel_fs_mount``), one directory per node so nodes never share a file.
+MB/s is 10^6 bytes/s, as disk vendors quote. Each job gets its own file
+(``--filename_format``): jobs sharing one file would read the same blocks and measure a
+cache. The very same command line of each run is in the evidence record (``argv``).
 """
 
 from __future__ import annotations
@@ -15,19 +27,22 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rackgate.checks import Check, CommandError, Scope, compare
 from rackgate.model import Judgement, Status
-from rackgate.parsers.fio import FioRun, parse_fio_json
+from rackgate.parsers.fio import FioDirection, FioRun, parse_fio_json
 from rackgate.profile import Hardware, Threshold
 
 DEFAULT_SCRATCH = "/var/tmp/rackgate"
 _SIZE = r"^[1-9][0-9]*[KMGT]?$"
 
 
-class SeqReadParams(BaseModel):
+class FioParams(BaseModel):
+    """One fio job, as the profile sets it (``checks.<name>.params``)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     size: str = Field(default="4G", pattern=_SIZE, description="test file size per job")
     block_size: str = Field(default="1M", pattern=_SIZE)
-    runtime_s: int = Field(default=60, ge=1, le=3600)
+    runtime_s: int = Field(default=60, ge=1, le=3600,
+                           description="time-based patterns: how long to run")
     ioengine: Literal["libaio", "io_uring", "psync", "sync"] = "libaio"
     iodepth: int = Field(default=16, ge=1, le=1024)
     numjobs: int = Field(default=1, ge=1, le=256)
@@ -35,80 +50,184 @@ class SeqReadParams(BaseModel):
     timeout_s: int = Field(default=900, ge=10, description="kill fio after this long")
 
     @model_validator(mode="after")
-    def _timeout_covers_runtime(self) -> SeqReadParams:
+    def _timeout_covers_runtime(self) -> FioParams:
         if self.timeout_s <= self.runtime_s:
             raise ValueError(f"timeout_s {self.timeout_s} must exceed runtime_s "
                              f"{self.runtime_s} (fio also lays out the file first)")
         return self
 
 
+class SeqReadParams(FioParams):
+    pass
+
+
+class SeqWriteParams(FioParams):
+    pass
+
+
+class RandReadParams(FioParams):
+    block_size: str = Field(default="4K", pattern=_SIZE)
+    iodepth: int = Field(default=32, ge=1, le=1024)
+
+
+class CheckpointParams(FioParams):
+    """Writes ``size`` per job once (not time-based), like a training checkpoint."""
+
+    fsync_every: int = Field(default=64, ge=1, description="fsync after this many blocks")
+
+
 def scratch_path(hostvars: Mapping[str, Any]) -> str:
     path = hostvars.get("rackgate_scratch_path", DEFAULT_SCRATCH)
+    return _checked_dir(path, "rackgate_scratch_path")
+
+
+def _checked_dir(path: Any, what: str) -> str:
     if not isinstance(path, str) or not path.startswith("/") or ":" in path:
         # fio splits file names on ':'; a relative path would land in the remote cwd
-        raise CommandError(f"rackgate_scratch_path must be an absolute path without ':', "
-                           f"got {path!r}")
+        raise CommandError(f"{what} must be an absolute path without ':', got {path!r}")
     return path.rstrip("/") or "/"
 
 
-def seq_read_command(params: SeqReadParams, hostvars: Mapping[str, Any]) -> list[str]:
+def _argv(name: str, rw: str, directory: str, p: FioParams) -> list[str]:
+    argv = [
+        # fio creates a missing directory on the way to the file (mode 0700)
+        "fio", f"--name=rackgate_{name}",
+        f"--filename_format={directory}/rackgate-{name}.$jobnum.dat",
+        f"--rw={rw}", f"--bs={p.block_size}", f"--size={p.size}",
+        f"--ioengine={p.ioengine}", f"--iodepth={p.iodepth}", f"--numjobs={p.numjobs}",
+        f"--direct={int(p.direct)}", "--group_reporting=1", "--unlink=1",
+        "--output-format=json",
+    ]
+    if isinstance(p, CheckpointParams):
+        argv += [f"--fsync={p.fsync_every}", "--end_fsync=1"]
+    else:
+        argv += [f"--runtime={p.runtime_s}", "--time_based=1"]
+    return argv
+
+
+def seq_read_command(params: FioParams, hostvars: Mapping[str, Any]) -> list[str]:
     """argv of the sequential-read job.
 
     >>> seq_read_command(SeqReadParams(size="64M", runtime_s=3),
     ...                  {"rackgate_scratch_path": "/scratch"})[:3]
-    ['fio', '--name=rackgate_seq_read', '--directory=/scratch']
+    ['fio', '--name=rackgate_seq_read', '--filename_format=/scratch/rackgate-seq_read.$jobnum.dat']
     """
-    return [
-        "fio", "--name=rackgate_seq_read",
-        # one file per job: jobs sharing one file would read the same blocks (cache hits)
-        f"--directory={scratch_path(hostvars)}",
-        "--filename_format=rackgate-fio-seq-read.$jobnum.dat",
-        "--rw=read", f"--bs={params.block_size}", f"--size={params.size}",
-        f"--runtime={params.runtime_s}", "--time_based=1",
-        f"--ioengine={params.ioengine}", f"--iodepth={params.iodepth}",
-        f"--numjobs={params.numjobs}", f"--direct={int(params.direct)}",
-        "--group_reporting=1", "--unlink=1", "--output-format=json",
-    ]
+    return _argv("seq_read", "read", scratch_path(hostvars), params)
 
 
-def judge_seq_read(run: FioRun, params: SeqReadParams, thresholds: Mapping[str, Threshold],
-                   hardware: Hardware | None = None) -> Judgement:
+def _pfs_dir(hardware_mount: str | None, hostvars: Mapping[str, Any]) -> str:
+    host = hostvars.get("inventory_hostname", "")
+    if not hardware_mount or not host:
+        raise CommandError("no parallel file system mount in the profile, or no host name")
+    return _checked_dir(f"{hardware_mount.rstrip('/')}/rackgate/{host}",
+                        "hardware.storage.parallel_fs_mount")
+
+
+def _direction(run: FioRun, which: str) -> tuple[list[FioDirection], Judgement | None]:
+    """The job totals of one direction, or an error judgement when fio measured nothing."""
     failed = [j for j in run.jobs if j.error]
     if failed:
         j = failed[0]
-        return Judgement(Status.ERROR, f"fio job {j.name} stopped with error {j.error} "
-                                       f"({os.strerror(j.error)}): no valid measurement")
-    reads = [j.read for j in run.jobs if j.read is not None]
-    if not reads or sum(r.io_bytes for r in reads) == 0:
-        return Judgement(Status.ERROR, "fio read no data: no valid measurement")
-    bw = sum(r.bw_bytes_per_s for r in reads) / 1e6
-    p99 = max((r.clat_p99_ns for r in reads if r.clat_p99_ns is not None), default=None)
-    base = compare(bw, thresholds["read_bw"], "sequential read")
+        return [], Judgement(Status.ERROR, f"fio job {j.name} stopped with error {j.error} "
+                                           f"({os.strerror(j.error)}): no valid measurement")
+    dirs = [d for j in run.jobs if (d := getattr(j, which)) is not None]
+    if not dirs or sum(d.io_bytes for d in dirs) == 0:
+        return [], Judgement(Status.ERROR, f"fio {which} no data: no valid measurement")
+    return dirs, None
+
+
+def _details(run: FioRun, dirs: list[FioDirection]) -> dict[str, float | str]:
     details: dict[str, float | str] = {
-        "iops": round(sum(r.iops for r in reads), 1),
-        "io_mib": round(sum(r.io_bytes for r in reads) / 2**20, 1),
-        "runtime_s": max(r.runtime_ms for r in reads) / 1000,
+        "bw_mb_s": round(sum(d.bw_bytes_per_s for d in dirs) / 1e6, 1),
+        "iops": round(sum(d.iops for d in dirs), 1),
+        "io_mib": round(sum(d.io_bytes for d in dirs) / 2**20, 1),
+        "runtime_s": max(d.runtime_ms for d in dirs) / 1000,
         "fio_version": run.version,
     }
+    p99 = max((d.clat_p99_ns for d in dirs if d.clat_p99_ns is not None), default=None)
     if p99 is not None:
         details["clat_p99_ms"] = round(p99 / 1e6, 3)
-    return Judgement(base.status, base.message, round(bw, 1), base.unit, base.expected,
-                     base.percent_of_limit, details, base.better)
+    return details
+
+
+def _worst(judgements: list[Judgement], details: dict[str, float | str]) -> Judgement:
+    """One judgement from several metrics: the first is the headline figure, worst wins."""
+    head = judgements[0]
+    status = Status.worst(j.status for j in judgements)
+    return Judgement(status, "; ".join(j.message for j in judgements), head.measured,
+                     head.unit, "; ".join(j.expected for j in judgements),
+                     head.percent_of_limit, details, head.better)
+
+
+def _judge_bw(which: str, metric: str, what: str) -> Any:
+    def judge(run: FioRun, params: FioParams, thresholds: Mapping[str, Threshold],
+              hardware: Hardware | None = None) -> Judgement:
+        dirs, err = _direction(run, which)
+        if err:
+            return err
+        details = _details(run, dirs)
+        j = compare(round(sum(d.bw_bytes_per_s for d in dirs) / 1e6, 1), thresholds[metric],
+                    what)
+        return _worst([j], details)
+    return judge
+
+
+judge_seq_read = _judge_bw("read", "read_bw", "sequential read")
+judge_seq_write = _judge_bw("write", "write_bw", "sequential write")
+judge_checkpoint = _judge_bw("write", "write_bw", "checkpoint write (with fsync)")
+
+
+def judge_rand_read(run: FioRun, params: FioParams, thresholds: Mapping[str, Threshold],
+                    hardware: Hardware | None = None) -> Judgement:
+    dirs, err = _direction(run, "read")
+    if err:
+        return err
+    details = _details(run, dirs)
+    js = [compare(round(sum(d.iops for d in dirs)), thresholds["read_iops"], "random read")]
+    p99 = details.get("clat_p99_ms")
+    if not isinstance(p99, float):
+        return Judgement(Status.ERROR, "fio reported no 99th-percentile completion latency "
+                                       "(clat_ns.percentile): cannot judge read_p99_ms",
+                         details=details)
+    js.append(compare(p99, thresholds["read_p99_ms"], "p99 completion latency"))
+    return _worst(js, details)
+
+
+def _no_pfs(hw: Hardware) -> str | None:
+    if hw.storage is None or not hw.storage.parallel_fs_mount:
+        return "the profile names no parallel file system mount"
+    return None
+
+
+def _check(name: str, rw: str, params: type[FioParams], metrics: set[str], judge: Any,
+           description: str, pfs: bool = False) -> Check:
+    short = name.removeprefix("fio.").removeprefix("pfs.")
+    if pfs:
+        def command(p: FioParams, hv: Mapping[str, Any]) -> list[str]:
+            return _argv(short, rw, _pfs_dir(hv.get("rackgate_parallel_fs_mount"), hv), p)
+    else:
+        def command(p: FioParams, hv: Mapping[str, Any]) -> list[str]:
+            return _argv(short, rw, scratch_path(hv), p)
+    return Check(
+        name=name, scope=Scope.NODE,
+        tags=frozenset({"fio", "storage", "parallel_fs" if pfs else "local"}),
+        description=description, params_model=params, metrics=frozenset(metrics),
+        command=command, timeout_s=lambda p: int(p.timeout_s), parse=parse_fio_json,
+        judge=judge, applies=_no_pfs if pfs else (lambda hw: None),
+    )
 
 
 CHECKS = (
-    Check(
-        name="fio.seq_read",
-        scope=Scope.NODE,
-        tags=frozenset({"fio", "storage"}),
-        description="Sequential read bandwidth on the node's scratch path (fio, 1 MiB blocks)",
-        params_model=SeqReadParams,
-        metrics=frozenset({"read_bw"}),
-        command=seq_read_command,
-        timeout_s=lambda p: int(p.timeout_s),
-        parse=parse_fio_json,
-        judge=judge_seq_read,
-    ),
+    _check("fio.seq_read", "read", SeqReadParams, {"read_bw"}, judge_seq_read,
+           "Sequential read bandwidth on the node's scratch path (fio, 1 MiB blocks)"),
+    _check("fio.seq_write", "write", SeqWriteParams, {"write_bw"}, judge_seq_write,
+           "Sequential write bandwidth on the node's scratch path (fio, 1 MiB blocks)"),
+    _check("fio.rand_read", "randread", RandReadParams, {"read_iops", "read_p99_ms"},
+           judge_rand_read, "Random 4 KiB read IOPS and p99 latency on the scratch path"),
+    _check("fio.checkpoint", "write", CheckpointParams, {"write_bw"}, judge_checkpoint,
+           "Checkpoint-like sequential writes with fsync on the scratch path"),
+    _check("fio.pfs.seq_read", "read", SeqReadParams, {"read_bw"}, judge_seq_read,
+           "Sequential read bandwidth on the parallel file system", pfs=True),
+    _check("fio.pfs.checkpoint", "write", CheckpointParams, {"write_bw"}, judge_checkpoint,
+           "Checkpoint-like writes with fsync on the parallel file system", pfs=True),
 )
-
-__all__ = ["CHECKS", "SeqReadParams", "judge_seq_read", "seq_read_command"]

@@ -4,7 +4,8 @@ Format: fio(1), section "JSON OUTPUT" and fio's ``stat.c`` (``show_thread_status
 The top level holds ``fio version`` and ``jobs``; each job has ``jobname``, ``error`` and
 one object per direction (``read``, ``write``, ``trim``) with ``io_bytes``, ``bw_bytes``
 (bytes/s), ``iops``, ``runtime`` (ms) and ``clat_ns.percentile`` (keys like
-``"99.000000"``, values in ns). Older fio (< 3.0) reports ``clat`` in usec instead.
+``"99.000000"``, values in ns). Older fio reports ``bw`` in KiB/s only (2.x, and 3.1 in
+the corpus) and, before 3.0, ``clat`` in usec.
 
 Real output is often preceded by text on the same stream (fio's own notes or warnings,
 an ``srun`` prefix): everything before the first line that starts with ``{`` is ignored.
@@ -97,10 +98,12 @@ def _direction(job: dict[str, Any], name: str, where: str) -> FioDirection | Non
     if not isinstance(d, dict):
         raise ParseError(f"fio JSON: {where}.{name} is not an object")
     w = f"{where}.{name}"
+    # "bw_bytes" (bytes/s) appeared in fio 3.x; fio 2.x and early 3.x (3.1 in the corpus)
+    # report only "bw" in KiB/s, which is the same figure rounded to a KiB
     return FioDirection(
         io_bytes=int(_number(d, "io_bytes", w)),
         bw_bytes_per_s=int(_number(d, "bw_bytes", w)) if "bw_bytes" in d
-        else int(_number(d, "bw", w) * 1024),  # fio < 3.0 has only bw in KiB/s
+        else int(_number(d, "bw", w) * 1024),
         iops=_number(d, "iops", w),
         runtime_ms=int(_number(d, "runtime", w)),
         clat_p99_ns=_p99_ns(d),
@@ -121,6 +124,7 @@ def parse_fio_json(text: str) -> FioRun:
     jobs = doc.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise ParseError("fio JSON: 'jobs' is missing or empty")
+    version = str(doc.get("fio version", "unknown"))
     parsed = []
     for i, job in enumerate(jobs):
         if not isinstance(job, dict):
@@ -132,4 +136,4 @@ def parse_fio_json(text: str) -> FioRun:
             error=int(_number(job, "error", where)) if "error" in job else 0,
             read=directions["read"], write=directions["write"], trim=directions["trim"],
         ))
-    return FioRun(version=str(doc.get("fio version", "unknown")), jobs=tuple(parsed))
+    return FioRun(version=version, jobs=tuple(parsed))
