@@ -7,6 +7,8 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# The demo inventory's BMC password is vaulted (vault id "demo"); a real site sets its own.
+export ANSIBLE_VAULT_IDENTITY_LIST ?= demo@$(CURDIR)/molecule/demo-bmc/vault-password.txt
 DEMO_INVENTORY := inventory/demo
 
 .PHONY: demo test bootstrap bootstrap-test image demo-up demo-down demo-status provision \

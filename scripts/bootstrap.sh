@@ -14,7 +14,8 @@ with_tests=false
 say() { printf 'bootstrap: %s\n' "$*" >&2; }
 
 # command -> Debian package that provides it
-declare -A needs=([podman]=podman [runc]=runc [debootstrap]=debootstrap)
+declare -A needs=([podman]=podman [runc]=runc [debootstrap]=debootstrap
+                  [ipmi_sim]=openipmi [ipmitool]=ipmitool)  # the demo rack's IPMI BMC
 $with_tests && needs[chromium]=chromium
 
 missing=()

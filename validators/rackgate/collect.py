@@ -30,6 +30,10 @@ class Task:
     check: str
     argv: tuple[str, ...]
     timeout_s: int
+    on_control: bool = False  # run on the control host (BMC queries), not on the node
+    # environment variable -> name of the inventory variable with its value (secrets):
+    # resolved by Ansible on the control side, so values never pass through rackgate
+    secret_env: tuple[tuple[str, str], ...] = ()
 
 
 def wrapped(task: Task) -> tuple[str, ...]:
@@ -108,7 +112,9 @@ def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStor
         return "successful"
     per_host: dict[str, list[dict[str, Any]]] = {}
     for t in tasks:
-        per_host.setdefault(t.host, []).append({"check": t.check, "argv": list(wrapped(t))})
+        per_host.setdefault(t.host, []).append({"check": t.check, "argv": list(wrapped(t)),
+                                                "local": t.on_control,
+                                                "env": dict(t.secret_env)})
     recorder = _Recorder(tasks, store, progress)
     with tempfile.TemporaryDirectory(prefix="rackgate-runner-") as pdd:
         envvars = {

@@ -1,15 +1,24 @@
-"""The demo rack: podman containers with systemd that stand in for a rack's nodes.
+"""The demo rack: podman containers with systemd that stand in for a rack's nodes, and
+simulated BMCs on the control host's loopback that stand in for their BMCs.
 
 The hosts come from ``inventory/demo`` (every host whose ``ansible_connection`` is
 ``containers.podman.podman``); each becomes a container of the same name on the
 ``rackgate-demo`` network, from the locally built base image (scripts/build-image.sh).
-This needs a source checkout of rackgate: the image recipe lives there.
+The BMCs (rackgate.demo_bmc): ipmi_sim on 127.0.0.1:9623 (console 9624) for rg-node01,
+and a Redfish mockup service on 127.0.0.1:9625 for rg-node02's BMC and the rack's CDU.
+Their state lives in ``.state/demo`` so that a fault injected there is undone by ``heal``.
+This needs a source checkout of rackgate: the image recipe and simulator files live there.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +26,19 @@ from pathlib import Path
 from rackgate.inventory import Inventory
 
 REPO = Path(__file__).resolve().parents[2]
+STATE = REPO / ".state" / "demo"
+REDFISH_MOCKUP = REPO / "tests" / "fixtures" / "redfish" / "healthy"
+IPMI_LAN_PORT, IPMI_CONSOLE_PORT, REDFISH_PORT = 9623, 9624, 9625
+# The simulators' own credentials (molecule/demo-bmc/ipmi_sim/lan.conf); the inventory
+# holds the same password vaulted, as a real rack's inventory would.
+BMC_USER, BMC_PASSWORD = "admin", "password"
+FAULTS = {
+    "psu-failure": "PSU2 of rg-node01's BMC reports 'Failure detected' (IPMI)",
+    "psu-absent": "supply Bay2 of rg-node02's BMC is absent (Redfish)",
+    "leak": "a leak detector of the rack's CDU reports Critical (Redfish)",
+    "flow-low": "the CDU's secondary-loop flow drops to 60 L/min (Redfish)",
+    "node-down": "container rg-node02 is stopped",
+}
 NETWORK = "rackgate-demo"
 LABEL = "io.rackgate.demo=1"
 PODMAN_CONNECTION = "containers.podman.podman"
@@ -78,6 +100,10 @@ def _systemd_state(name: str) -> str:
 
 
 def status(inv: Inventory) -> list[NodeState]:
+    return bmc_status() + container_status(inv)
+
+
+def container_status(inv: Inventory) -> list[NodeState]:
     out = []
     for host in demo_hosts(inv):
         name = container_name(inv, host)
@@ -93,6 +119,7 @@ def up(inv: Inventory, boot_timeout_s: float = 60.0) -> list[NodeState]:
     if not hosts:
         raise DemoError(f"inventory {', '.join(inv.sources)} has no host with "
                         f"ansible_connection={PODMAN_CONNECTION}")
+    start_bmcs()
     image = build_image()
     if _podman("network", "exists", NETWORK, check=False).returncode != 0:
         _podman("network", "create", "--label", LABEL, NETWORK)
@@ -107,9 +134,9 @@ def up(inv: Inventory, boot_timeout_s: float = 60.0) -> list[NodeState]:
             _podman("start", name)
     deadline = time.monotonic() + boot_timeout_s
     while True:  # bounded: systemd boots in a few seconds; give up at the deadline
-        states = status(inv)
+        states = container_status(inv)
         if all(s.systemd in ("running", "degraded") for s in states):
-            return states
+            return bmc_status() + states
         if time.monotonic() > deadline:
             raise DemoError("containers did not finish booting within "
                             f"{boot_timeout_s:.0f} s: "
@@ -118,6 +145,121 @@ def up(inv: Inventory, boot_timeout_s: float = 60.0) -> list[NodeState]:
 
 
 def down(inv: Inventory) -> None:
+    stop_bmcs()
     for host in demo_hosts(inv):
         _podman("rm", "--force", "--time", "5", container_name(inv, host), check=False)
     _podman("network", "rm", NETWORK, check=False)
+
+
+def _pid_alive(pidfile: Path) -> bool:
+    try:
+        os.kill(int(pidfile.read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _stop(pidfile: Path) -> None:
+    if _pid_alive(pidfile):
+        pid = int(pidfile.read_text())
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):  # bounded: 5 s, then SIGKILL
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    pidfile.unlink(missing_ok=True)
+
+
+def stop_bmcs() -> None:
+    _stop(STATE / "ipmi_sim.pid")
+    _stop(STATE / "redfish.pid")
+
+
+def start_bmcs(fresh: bool = False) -> list[NodeState]:
+    """Start the simulated BMCs unless they run; ``fresh`` restarts them from clean state."""
+    from rackgate import demo_bmc
+
+    if fresh:
+        stop_bmcs()
+    STATE.mkdir(parents=True, exist_ok=True)
+    if not _pid_alive(STATE / "ipmi_sim.pid"):
+        try:
+            proc = demo_bmc.start_ipmi_sim(STATE / "ipmi_sim", IPMI_LAN_PORT, IPMI_CONSOLE_PORT)
+        except (demo_bmc.BmcError, OSError) as exc:
+            raise DemoError(f"the IPMI BMC simulator did not start: {exc}") from None
+        (STATE / "ipmi_sim.pid").write_text(str(proc.pid))
+    if not _pid_alive(STATE / "redfish.pid"):
+        root = STATE / "redfish"
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(REDFISH_MOCKUP, root)
+        env = {**os.environ, "RACKGATE_BMC_USER": BMC_USER, "RACKGATE_BMC_PASSWORD": BMC_PASSWORD}
+        with (STATE / "redfish.log").open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "rackgate.demo_bmc", "redfish", "--root", str(root),
+                 "--port", str(REDFISH_PORT)], env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        (STATE / "redfish.pid").write_text(str(proc.pid))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # bounded wait for the port
+            try:
+                socket.create_connection(("127.0.0.1", REDFISH_PORT), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise DemoError(f"the Redfish BMC simulator did not listen on {REDFISH_PORT}: "
+                            f"{(STATE / 'redfish.log').read_text(errors='replace')[-500:]}")
+    return bmc_status()
+
+
+def bmc_status() -> list[NodeState]:
+    return [NodeState(f"ipmi_sim 127.0.0.1:{IPMI_LAN_PORT}",
+                      "running" if _pid_alive(STATE / "ipmi_sim.pid") else "stopped", "-"),
+            NodeState(f"redfish 127.0.0.1:{REDFISH_PORT}",
+                      "running" if _pid_alive(STATE / "redfish.pid") else "stopped", "-")]
+
+
+def _edit_json(rel: str, change: dict[str, object]) -> None:
+    path = STATE / "redfish" / rel / "index.json"
+    doc = json.loads(path.read_text())
+    for dotted, value in change.items():
+        node = doc
+        *parents, last = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    path.write_text(json.dumps(doc, indent=2))
+
+
+def inject(inv: Inventory, fault: str) -> str:
+    """Break one named thing in the simulators or containers; returns what was broken."""
+    from rackgate import demo_bmc
+
+    if fault not in FAULTS:
+        raise DemoError(f"unknown fault {fault!r} (faults: {', '.join(FAULTS)})")
+    if fault != "node-down":
+        start_bmcs()
+    if fault == "psu-failure":
+        demo_bmc.ipmi_console(IPMI_CONSOLE_PORT, "sensor_set_bit 0x20 0 2 1 1 1")
+    elif fault == "psu-absent":
+        _edit_json("Chassis/1/PowerSubsystem/PowerSupplies/Bay2",
+                   {"Status.State": "Absent", "Status.Health": None})
+    elif fault == "leak":
+        _edit_json("ThermalEquipment/CDUs/1/LeakDetection/LeakDetectors/Tray",
+                   {"DetectorState": "Critical"})
+    elif fault == "flow-low":
+        _edit_json("ThermalEquipment/CDUs/1/SecondaryCoolantConnectors/1",
+                   {"FlowLitersPerMinute.Reading": 60.0})
+    else:
+        _podman("stop", "--time", "5", container_name(inv, "rg-node02"))
+    return FAULTS[fault]
+
+
+def heal(inv: Inventory) -> list[NodeState]:
+    """Undo every injected fault: fresh simulators, every container running."""
+    start_bmcs(fresh=True)
+    return up(inv)

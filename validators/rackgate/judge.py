@@ -81,6 +81,9 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
 def not_applicable(node: str, check: Check, profile: Profile) -> Result | None:
     """SKIP when the profile says this node has no such hardware (the demo has no GPU):
     the check is then neither run nor judged, and the report says why."""
+    cp = profile.check(check.name)
+    if cp is not None and not cp.enabled:
+        return Result(node, check.name, Status.SKIP, f"disabled in profile {profile.name}")
     reason = check.applies(profile.model.hardware)
     if reason is None:
         return None

@@ -205,10 +205,11 @@ def profile_from_document(raw: Mapping[str, Any], source: str) -> Profile:
             problems.append(f"  checks.{check_name}: unknown check (known: "
                             f"{', '.join(sorted(REGISTRY))})")
             continue
+        known = check.metrics | check.optional_metrics
         for metric in cp.thresholds:
-            if metric not in check.metrics:
+            if metric not in known:
                 problems.append(f"  checks.{check_name}.thresholds.{metric}: the check judges "
-                                f"no such metric (it judges: {', '.join(sorted(check.metrics))})")
+                                f"no such metric (it judges: {', '.join(sorted(known))})")
         for metric in sorted(check.metrics - set(cp.thresholds)):
             if cp.enabled:
                 problems.append(f"  checks.{check_name}.thresholds.{metric}: missing; an "

@@ -12,6 +12,7 @@ import gc
 import json
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from typing import Any
 from rackgate import __version__
 from rackgate.checks import REGISTRY, Check, CommandError, select
 from rackgate.collect import Task, collect
+from rackgate.drift import version_drift
 from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, write_json
 from rackgate.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.inventory import Inventory, load_inventory
@@ -205,7 +207,7 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
         if cp is None:
             not_run(f"the profile of inventory host {host} has no {check.name}")
             continue
-        if check.applies(profiles[host].model.hardware) is not None:
+        if not cp.enabled or check.applies(profiles[host].model.hardware) is not None:
             progress(host, check.name, "skipped")  # judged as skip: nothing to collect
             continue
         params = check.params_model.model_validate(cp.params)
@@ -215,7 +217,12 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
         except CommandError as exc:
             not_run(f"inventory host {host}: {exc}")
             continue
-        tasks.append(Task(host, check.name, tuple(argv), check.timeout_s(params)))
+        if check.runs_on == "control" and argv[:3] == ["python3", "-m", argv[2]] \
+                and argv[2].startswith("rackgate."):
+            argv = [sys.executable, *argv[1:]]  # rackgate's own interpreter on this host
+        tasks.append(Task(host, check.name, tuple(argv), check.timeout_s(params),
+                          on_control=check.runs_on == "control",
+                          secret_env=tuple(sorted(check.secret_env.items()))))
     status = collect(tasks, inv.sources, store, forks=forks, progress=progress)
     manifest["finished"] = _now()
     manifest["ansible_runner_status"] = status
@@ -350,6 +357,8 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
                                            list(manifest["checks"]), profiles, collected_with))
     per_node: dict[str, list[Result]] = {h["name"]: [] for h in hosts}
     for r in flag_peer_outliers(judged):
+        per_node[r.node].append(r)
+    for r in version_drift(judged):
         per_node[r.node].append(r)
     locations = {h["name"]: h["location"] for h in hosts}
     rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())

@@ -9,9 +9,9 @@ Judgement out.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -45,6 +45,14 @@ class Check:
     judge: Callable[[Any, Any, Mapping[str, Threshold], Hardware], Judgement]
     # the profile's hardware -> why this check does not apply (a skip reason), or None
     applies: Callable[[Hardware], str | None] = lambda hw: None
+    # metrics a profile may threshold but need not (the judge uses them when present)
+    optional_metrics: frozenset[str] = frozenset()
+    # "node": the command runs on the node. "control": it runs on the host running
+    # rackgate (BMC queries: the BMC network is reached from there, not from the node).
+    runs_on: Literal["node", "control"] = "node"
+    # environment variable -> inventory variable holding its value (secrets such as BMC
+    # passwords): set for the command only, never in argv, evidence or reports
+    secret_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
@@ -82,10 +90,19 @@ def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
 
 
 def _build_registry() -> dict[str, Check]:
-    from rackgate.checks import fio, identity
+    from rackgate.checks import (
+        conformance,
+        cooling,
+        fio,
+        gpu,
+        identity,
+        infiniband,
+        redundancy,
+        topology,
+    )
 
     registry: dict[str, Check] = {}
-    for module in (identity, fio):
+    for module in (identity, conformance, gpu, topology, infiniband, redundancy, cooling, fio):
         for check in module.CHECKS:
             if check.name in registry:
                 raise RuntimeError(f"check {check.name} is registered twice")

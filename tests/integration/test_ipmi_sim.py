@@ -1,0 +1,134 @@
+"""redundancy.psu_ipmi against a live BMC: Debian's ipmi_sim queried by the real ipmitool.
+
+The simulator's files (molecule/demo-bmc/ipmi_sim, from the handbook's PROBES.md) describe a
+BMC with two PSU status sensors and a PSU1 input power sensor. Each test gets a fresh state
+directory and free ports; faults are injected at run time through the console port with the
+same commands as the .emu file. Needs `apt-get install openipmi ipmitool` (make test's
+bootstrap installs them): without them the tests FAIL, saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from rackgate.checks.redundancy import PsuIpmiParams, judge_psu_ipmi, psu_ipmi_command
+from rackgate.demo_bmc import BmcError, ipmi_console, start_ipmi_sim
+from rackgate.model import Judgement, Status
+from rackgate.parsers.ipmi import parse_ipmi_sdr
+from rackgate.profile import Hardware, PsuSpec
+
+HW = Hardware(psu=PsuSpec(count=2, redundancy="N+1", source="the ipmi_sim test BMC, 2 PSUs"))
+T = TypeVar("T")
+PASSWORD = "password"  # lan.conf's admin user; passed through IPMI_PASSWORD, never argv
+
+
+def _need(tool: str, package: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: run `apt-get install -y {package}` "
+                    "(scripts/bootstrap.sh --test installs it)", pytrace=False)
+    return path
+
+
+def _free_udp_port() -> int:
+    """RMCP+ is UDP: a port the kernel just handed out, so parallel tests don't collide."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        return int(udp.getsockname()[1])
+
+
+def _free_tcp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        tcp.bind(("127.0.0.1", 0))
+        return int(tcp.getsockname()[1])
+
+
+@dataclass
+class Bmc:
+    lan_port: int
+    console_port: int
+    log: Path
+
+    def query(self) -> str:
+        argv = psu_ipmi_command(PsuIpmiParams(), {"rackgate_bmc_host": "127.0.0.1",
+                                                  "rackgate_bmc_port": self.lan_port})
+        env = {**os.environ, "IPMI_PASSWORD": PASSWORD}
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30,
+                             check=False)
+        assert out.returncode == 0, f"{' '.join(argv)} -> rc {out.returncode}: {out.stderr}"
+        return out.stdout
+
+    def judge(self) -> Judgement:
+        return judge_psu_ipmi(parse_ipmi_sdr(self.query()), PsuIpmiParams(), {}, HW)
+
+    def console(self, command: str) -> None:
+        """Send one emulator command (as in the .emu file) over the console port."""
+        ipmi_console(self.console_port, command)
+
+
+@pytest.fixture
+def bmc(tmp_path: Path) -> Iterator[Bmc]:
+    _need("ipmi_sim", "openipmi")
+    _need("sdrcomp", "openipmi")
+    _need("ipmitool", "ipmitool")
+    lan_port, console_port = _free_udp_port(), _free_tcp_port()
+    try:
+        proc = start_ipmi_sim(tmp_path, lan_port, console_port)
+    except BmcError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield Bmc(lan_port, console_port, tmp_path / "ipmi_sim.log")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def test_healthy_bmc_passes(bmc: Bmc) -> None:
+    j = bmc.judge()
+    assert j.status is Status.PASS, j.message
+    assert j.measured == 2 and j.details["input_power_max_w"] == 400
+
+
+@pytest.mark.parametrize(("fault", "named", "why"), [
+    ("sensor_set_bit 0x20 0 2 1 1 1", "PSU2 Status", "Failure detected"),
+    ("sensor_set_bit 0x20 0 2 3 1 1", "PSU2 Status", "Power Supply AC lost"),
+    ("sensor_set_value 0x20 0 3 0xe8 1", "PSU1 Power In", "928 W is beyond the BMC's critical"),
+])
+def test_injected_fault_fails_naming_the_sensor(bmc: Bmc, fault: str, named: str,
+                                                 why: str) -> None:
+    bmc.console(fault)
+    j = _eventually(bmc.judge, lambda j: j.status is not Status.PASS)
+    assert j.status is Status.FAIL, j.message
+    assert named in j.message and why in j.message, j.message
+
+
+def test_ok_status_column_is_not_trusted(bmc: Bmc) -> None:
+    """ipmitool prints 'ok' for PSU2 with its Failure bit set; the judge must not."""
+    bmc.console("sensor_set_bit 0x20 0 2 1 1 1")
+    text = _eventually(bmc.query, lambda t: "Failure detected" in t)
+    line = next(x for x in text.splitlines() if x.startswith("PSU2 Status"))
+    assert line.split("|")[2].strip() == "ok"
+
+
+def _eventually(get: Callable[[], T], done: Callable[[T], bool]) -> T:
+    """The console answers after the command ran; allow the BMC a moment all the same."""
+    deadline = time.monotonic() + 5
+    value = get()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        value = get()
+    return value

@@ -1,0 +1,187 @@
+"""gpu.health: every GPU the profile expects is present and healthy (``nvidia-smi -q -x``).
+
+Judged against the profile's ``hardware.gpu``: count and product name exact, FB memory
+when the profile gives it. Then, per GPU: uncorrectable ECC errors (volatile or aggregate),
+row remapping pending or failed and page retirement pending (NVIDIA "GPU Memory Error
+Management": a pending remap or retirement needs a GPU reset; a remapping failure means
+the board should be replaced), GPU reset required, PCIe link width below its maximum (a
+down-trained link), persistence mode, ECC mode, clock event (throttle) reasons that are
+not benign, and a power limit set below the default. PCIe *generation* below the maximum
+is only a warning by default: GPUs lower the link speed when idle to save power, so
+nvidia-smi's PCIe "Current" generation reads below "Max" on a healthy idle GPU
+(nvidia-smi(1), "PCIe Generation"; NVML ``nvmlDeviceGetCurrPcieLinkGeneration``); set
+``require_max_gen`` when the check runs under load. Link width does not drop that way.
+
+Benign clock event reasons (NVML ``nvmlClocksEventReasons``, formerly
+``nvmlClocksThrottleReasons``, in nvml.h): GpuIdle (nothing runs), ApplicationsClocksSetting
+(clocks capped by the application clock setting), SwPowerCap (the power-management
+algorithm keeps the GPU under its power limit, routine under load), SyncBoost and
+DisplayClockSetting. HwSlowdown, HwThermalSlowdown and HwPowerBrakeSlowdown (temperature
+too high, or an external power brake asserted by the system's power supply) and
+SwThermalSlowdown (GPU or memory above its maximum operating temperature) point at
+cooling, power delivery or a board fault, and fail by default.
+
+Every finding is collected first; the worst status wins and the message lists them all.
+Driver and VBIOS versions go to ``details`` for the certificate and rack-wide drift.
+
+>>> from rackgate.profile import GpuSpec
+>>> hw = Hardware(gpu=GpuSpec(model="NVIDIA A100-SXM4-80GB", count=1,
+...                           source="a doctest, not a real profile"))
+>>> gpu_applies(Hardware()), gpu_applies(hw)
+('the profile expects no GPU', None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rackgate.checks import Check, Scope
+from rackgate.model import Judgement, Status
+from rackgate.parsers.nvidia_smi import REASONS, Gpu, GpuQuery, parse_nvidia_smi_xml
+from rackgate.profile import Hardware, Threshold
+
+Reason = Literal["gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                 "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost",
+                 "sw_thermal_slowdown", "display_clocks_setting"]
+BENIGN_REASONS: frozenset[Reason] = frozenset({
+    "gpu_idle", "applications_clocks_setting", "sw_power_cap", "sync_boost",
+    "display_clocks_setting"})
+if set(get_args(Reason)) != set(REASONS):  # the parser's names and the params' must agree
+    raise RuntimeError("gpu.health: Reason and parsers.nvidia_smi.REASONS differ")
+
+
+class GpuHealthParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_throttle_reasons: frozenset[Reason] = Field(
+        default=BENIGN_REASONS,
+        description="clock event reasons that may be Active without a finding")
+    require_persistence: bool = Field(default=True, description="persistence mode off: "
+                                      "fail when true, warn when false")
+    require_ecc: bool = Field(default=True, description="ECC mode not Enabled: fail")
+    require_max_gen: bool = Field(default=False, description="PCIe generation below max: "
+                                  "fail when true (run under load), warn when false")
+    timeout_s: int = Field(default=60, ge=5, description="kill nvidia-smi after this long")
+
+
+def gpu_health_command(params: GpuHealthParams, hostvars: Mapping[str, Any]) -> list[str]:
+    return ["nvidia-smi", "-q", "-x"]
+
+
+def gpu_applies(hardware: Hardware) -> str | None:
+    return "the profile expects no GPU" if hardware.gpu is None else None
+
+
+def _gpu_findings(g: Gpu, p: GpuHealthParams, hw: Hardware) -> list[tuple[Status, str]]:
+    out: list[tuple[Status, str]] = []
+    spec = hw.gpu
+    if spec is not None and g.product_name != spec.model:
+        out.append((Status.FAIL, f"is {g.product_name!r}, expected {spec.model!r}"))
+    if spec is not None and spec.memory_mib is not None \
+            and g.fb_memory_total_mib != spec.memory_mib:
+        out.append((Status.FAIL, f"FB memory {g.fb_memory_total_mib} MiB, expected "
+                                 f"{spec.memory_mib} MiB"))
+    for kind in ("volatile", "aggregate"):
+        n = getattr(g.ecc, f"{kind}_uncorrectable")
+        if n:
+            out.append((Status.FAIL, f"{n} uncorrectable ECC error(s) ({kind})"))
+    if g.ecc_mode_enabled is not True and p.require_ecc:
+        state = "Disabled" if g.ecc_mode_enabled is False else "not reported"
+        out.append((Status.FAIL, f"ECC mode {state}"))
+    if g.remapped_rows_failure:
+        out.append((Status.FAIL, "row remapping failure occurred (replace the GPU)"))
+    if g.remapped_rows_pending:
+        out.append((Status.FAIL, "row remapping pending (reset the GPU)"))
+    if g.retired_pages_pending:
+        out.append((Status.FAIL, "page retirement pending (reset the GPU)"))
+    if g.reset_required:
+        out.append((Status.FAIL, "GPU reset required"))
+    elif g.drain_and_reset_recommended:
+        out.append((Status.WARN, "drain and reset recommended"))
+    if g.pcie_width_current is not None and g.pcie_width_max is not None \
+            and g.pcie_width_current < g.pcie_width_max:
+        out.append((Status.FAIL, f"PCIe link x{g.pcie_width_current}, max "
+                                 f"x{g.pcie_width_max} (down-trained link)"))
+    if g.pcie_gen_current is not None and g.pcie_gen_max is not None \
+            and g.pcie_gen_current < g.pcie_gen_max:
+        out.append((Status.FAIL if p.require_max_gen else Status.WARN,
+                    f"PCIe gen {g.pcie_gen_current}, max gen {g.pcie_gen_max}"
+                    + ("" if p.require_max_gen else " (may be idle power saving)")))
+    if g.persistence_mode_enabled is False:
+        out.append((Status.FAIL if p.require_persistence else Status.WARN,
+                    "persistence mode Disabled"))
+    bad = [r for r in g.clock_event_reasons_active if r not in p.allowed_throttle_reasons]
+    if bad:
+        out.append((Status.FAIL, f"clock event reasons active: {', '.join(bad)}"))
+    default = g.power_limit_default_w or g.power_limit_max_w
+    if g.power_limit_w is not None and default is not None and g.power_limit_w < default:
+        out.append((Status.WARN, f"power limit {g.power_limit_w:g} W, below the default "
+                                 f"{default:g} W"))
+    return out
+
+
+def judge_gpu_health(q: GpuQuery, params: GpuHealthParams,
+                     thresholds: Mapping[str, Threshold], hardware: Hardware) -> Judgement:
+    spec = hardware.gpu
+    if spec is None:  # applies() skips this case; a direct call must not pass silently
+        return Judgement(Status.ERROR, "the profile expects no GPU: nothing to judge against")
+    node: list[tuple[Status, str]] = []
+    if len(q.gpus) != spec.count:
+        node.append((Status.FAIL, f"found {len(q.gpus)} GPU(s), expected {spec.count} x "
+                                  f"{spec.model}"))
+    if q.attached_gpus is not None and q.attached_gpus != len(q.gpus):
+        node.append((Status.FAIL, f"nvidia-smi counts {q.attached_gpus} attached GPU(s) but "
+                                  f"reports {len(q.gpus)} (output incomplete, or a GPU could "
+                                  "not be queried)"))
+    node += [(Status.FAIL, f"nvidia-smi: {e}") for e in q.device_errors]
+    grouped: dict[tuple[Status, str], list[str]] = {}
+    for g in q.gpus:
+        for status, text in _gpu_findings(g, params, hardware):
+            grouped.setdefault((status, text), []).append(str(g.index))
+    findings = node + [(s, f"GPU {', '.join(ids)}: {t}") for (s, t), ids in grouped.items()]
+    findings.sort(key=lambda f: -f[0])
+    details: dict[str, float | str] = {
+        "gpu_count": len(q.gpus),
+        "driver_version": q.driver_version or "unknown",
+        "cuda_version": q.cuda_version or "unknown",
+        "vbios_versions": ", ".join(sorted({g.vbios_version or "?" for g in q.gpus})),
+    }
+    for g in q.gpus:
+        details[f"gpu{g.index}"] = (f"{g.pci_bus_id} serial {g.serial or '?'} "
+                                    f"{g.uuid or '?'} VBIOS {g.vbios_version or '?'}")
+        if g.temperature_gpu_c is not None:
+            details[f"gpu{g.index}_temp_c"] = g.temperature_gpu_c
+    for i, (status, text) in enumerate(findings, 1):
+        details[f"finding{i}"] = f"{status.label}: {text}"
+    status = Status.worst(s for s, _ in findings)
+    what = f"{len(q.gpus)} x {spec.model}, driver {q.driver_version or 'unknown'}"
+    if not findings:
+        return Judgement(Status.PASS, f"{what}: healthy", expected=f"{spec.count} x {spec.model}",
+                         details=details)
+    return Judgement(status, f"{what}: {len(findings)} finding(s): "
+                             + "; ".join(f"{s.label}: {t}" for s, t in findings),
+                     expected=f"{spec.count} x {spec.model}", details=details)
+
+
+CHECKS = (
+    Check(
+        name="gpu.health",
+        scope=Scope.NODE,
+        tags=frozenset({"gpu", "health"}),
+        description="GPU count and model, ECC, row remapping, PCIe link, throttling, "
+                    "persistence and power limit (nvidia-smi -q -x)",
+        params_model=GpuHealthParams,
+        metrics=frozenset(),
+        command=gpu_health_command,
+        timeout_s=lambda p: int(p.timeout_s),
+        parse=parse_nvidia_smi_xml,
+        judge=judge_gpu_health,
+        applies=gpu_applies,
+    ),
+)
+
+__all__ = ["BENIGN_REASONS", "CHECKS", "GpuHealthParams", "gpu_applies", "gpu_health_command",
+           "judge_gpu_health"]

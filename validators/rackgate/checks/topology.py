@@ -1,0 +1,292 @@
+"""GPU topology checks: GPU-to-NIC affinity, NVLink state and DCGM diagnostics.
+
+``topology.gpu_nic_affinity`` reads ``nvidia-smi topo -m``: every GPU needs a compute NIC
+behind the same PCIe switch (PIX or PXB); a NIC reached through the host bridge (PHB, NODE)
+is a warning and one across the socket link (SYS) a failure, because GPUDirect RDMA
+traffic then crosses the CPU. It also checks the GPU count and, on NVLink systems, that
+every GPU pair is joined by NVLink (``NV#``; with NVSwitch, by all the GPU's links).
+
+``gpu.nvlink`` reads ``nvidia-smi nvlink -s``: every GPU must have ``nvlinks_per_gpu``
+active links, each at least at the nominal per-link rate in one direction:
+
+    nominal GB/s per link = nvlink_gb_s_per_gpu / nvlinks_per_gpu / 2
+
+``nvlink_gb_s_per_gpu`` counts both directions (H100: 900 GB/s over 18 links), so
+900 / 18 / 2 = 25 GB/s each way per link; A100: 600 / 12 / 2 = 25 GB/s. nvidia-smi prints
+the link's signalling rate, which is at or above that figure: 25 GB/s on A100 NVLink 3
+(4 lanes x 50 Gb/s / 8) and 26.562 GB/s on H100 NVLink 4 (2 lanes x 106.25 Gb/s / 8),
+so a link trained down to fewer lanes or a lower rate falls below it.
+
+``gpu.dcgm_diag`` runs ``dcgmi diag -r <level> -j``: any Fail fails the node, any Warn
+warns, and a run in which nothing passed (all skipped) is an error: no evidence of health.
+
+>>> from rackgate.profile import GpuSpec
+>>> hw = Hardware(gpu=GpuSpec(model="H100", count=8, nvlinks_per_gpu=18,
+...               nvlink_gb_s_per_gpu=900, source="a public document"))
+>>> nominal_link_gb_s(hw)
+25.0
+>>> dcgm_command(DcgmDiagParams(level=3), {})
+['dcgmi', 'diag', '-r', '3', '-j']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rackgate.checks import Check, Scope
+from rackgate.model import Judgement, Status
+from rackgate.parsers.dcgm import DcgmDiag, parse_dcgm_diag
+from rackgate.parsers.nvlink import NvLinkStatus, parse_nvlink_status
+from rackgate.parsers.topology import PCIE_RANK, TopoMatrix, parse_topo_matrix
+from rackgate.profile import Hardware, Threshold
+
+_AFFINITY_STATUS = {"PIX": Status.PASS, "PXB": Status.PASS, "PHB": Status.WARN,
+                    "NODE": Status.WARN, "SYS": Status.FAIL}
+_WHY = {"PHB": "through the PCIe host bridge", "NODE": "across PCIe host bridges",
+        "SYS": "across the inter-socket link"}
+
+
+def _verdict(findings: list[tuple[Status, str]], ok: str) -> tuple[Status, str]:
+    """Worst status of all findings, and their messages (worst first)."""
+    if not findings:
+        return Status.PASS, ok
+    ordered = sorted(findings, key=lambda f: -f[0])
+    return ordered[0][0], "; ".join(m for _, m in ordered)
+
+
+def _no_gpu(hw: Hardware) -> str | None:
+    return None if hw.gpu is not None else "the profile has no GPU"
+
+
+# --- topology.gpu_nic_affinity ------------------------------------------------------------
+
+class AffinityParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compute_nics: list[str] = Field(
+        default_factory=list,
+        description="RDMA names (mlx5_0) or matrix labels (NIC0) of the compute-fabric NICs; "
+                    "empty: every NIC in the matrix counts")
+    timeout_s: int = Field(default=60, ge=5)
+
+
+def affinity_applies(hw: Hardware) -> str | None:
+    if hw.gpu is None:
+        return "the profile has no GPU"
+    if not any(n.role == "compute" for n in hw.nics):
+        return "the profile has no compute NICs"
+    return None
+
+
+def judge_affinity(m: TopoMatrix, params: AffinityParams, thresholds: Mapping[str, Threshold],
+                   hw: Hardware) -> Judgement:
+    findings: list[tuple[Status, str]] = []
+    gpus = [d.label for d in m.gpus]
+    if hw.gpu is not None and len(gpus) != hw.gpu.count:
+        findings.append((Status.FAIL, f"the matrix shows {len(gpus)} GPUs, the profile "
+                                      f"expects {hw.gpu.count}"))
+    nics = [d.label for d in m.nics]
+    if params.compute_nics:
+        by_name = {m.nic_name(n): n for n in nics} | {n: n for n in nics}
+        absent = [n for n in params.compute_nics if n not in by_name]
+        if absent:
+            findings.append((Status.FAIL, f"compute NICs {', '.join(absent)} are not in the "
+                                          f"matrix (it shows {len(nics)} NICs)"))
+        nics = [by_name[n] for n in params.compute_nics if n in by_name]
+    expected_nics = sum(n.count for n in hw.nics if n.role == "compute")
+    if len(nics) < expected_nics:
+        findings.append((Status.FAIL, f"the matrix shows {len(nics)} compute NICs, the "
+                                      f"profile expects {expected_nics}"))
+    near: dict[str, str] = {}
+    good = 0
+    for g in gpus:
+        ranked = sorted((PCIE_RANK.get(m.link(g, n).kind, 9), n) for n in nics)
+        if not ranked:
+            continue
+        nic = ranked[0][1]
+        link = str(m.link(g, nic))
+        near[g] = f"{m.nic_name(nic)} {link}"
+        status = _AFFINITY_STATUS.get(link, Status.FAIL)
+        if status is Status.PASS:
+            good += 1
+        else:
+            findings.append((status, f"{g}'s nearest compute NIC {m.nic_name(nic)} ({nic}) is "
+                                     f"at {link}, {_WHY.get(link, 'not over PCIe')}"))
+    spec = hw.gpu
+    if spec is not None and (spec.nvswitch or spec.nvlink_generation):
+        full = spec.nvlinks_per_gpu if spec.nvswitch else None
+        weak = [f"{a}-{b} {m.link(a, b)}" for i, a in enumerate(gpus) for b in gpus[i + 1:]
+                if m.link(a, b).kind != "NV" or (full and m.link(a, b).nvlinks < full)]
+        if weak:
+            want = f"NV{full}" if full else "NV#"
+            findings.append((Status.FAIL, f"GPU pairs without {want}: {', '.join(weak)}"))
+    status, message = _verdict(findings, f"all {len(gpus)} GPUs have a compute NIC at PIX "
+                                         "or PXB" + (" and NVLink to every other GPU"
+                                                     if spec and (spec.nvswitch or
+                                                                  spec.nvlink_generation)
+                                                     else ""))
+    return Judgement(status, message, float(good), "GPUs",
+                     f"{len(gpus)} GPUs with a compute NIC at PIX or PXB", None,
+                     {**near, "nics_in_matrix": len(m.nics)}, "higher")
+
+
+# --- gpu.nvlink ---------------------------------------------------------------------------
+
+class NvLinkParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_speed_ratio: float = Field(default=1.0, gt=0, le=1.0,
+                                   description="pass at >= ratio x nominal per-link GB/s")
+    timeout_s: int = Field(default=60, ge=5)
+
+
+def nominal_link_gb_s(hw: Hardware) -> float | None:
+    """One direction, one link: nvlink_gb_s_per_gpu (both directions) / links / 2."""
+    g = hw.gpu
+    if g is None or not g.nvlinks_per_gpu or g.nvlink_gb_s_per_gpu is None:
+        return None
+    return g.nvlink_gb_s_per_gpu / g.nvlinks_per_gpu / 2
+
+
+def nvlink_applies(hw: Hardware) -> str | None:
+    if hw.gpu is None:
+        return "the profile has no GPU"
+    if not hw.gpu.nvlinks_per_gpu:
+        return "the profile expects no NVLink (nvlinks_per_gpu unset)"
+    return None
+
+
+def judge_nvlink(s: NvLinkStatus, params: NvLinkParams, thresholds: Mapping[str, Threshold],
+                 hw: Hardware) -> Judgement:
+    reason = nvlink_applies(hw)
+    if reason is not None or hw.gpu is None or not hw.gpu.nvlinks_per_gpu:
+        return Judgement(Status.SKIP, reason or "the profile expects no NVLink")
+    want = hw.gpu.nvlinks_per_gpu
+    nominal = nominal_link_gb_s(hw)
+    floor = None if nominal is None else nominal * params.min_speed_ratio
+    findings: list[tuple[Status, str]] = []
+    if len(s.gpus) != hw.gpu.count:
+        findings.append((Status.FAIL, f"nvidia-smi lists {len(s.gpus)} GPUs, the profile "
+                                      f"expects {hw.gpu.count}"))
+    active_total = 0
+    for g in s.gpus:
+        active = [lk for lk in g.links if lk.active]
+        active_total += len(active)
+        inactive = [lk.index for lk in g.links if not lk.active]
+        if inactive:
+            findings.append((Status.FAIL, f"GPU {g.index} links "
+                                          f"{', '.join(map(str, inactive))} are inactive"))
+        if len(g.links) != want:
+            findings.append((Status.FAIL, f"GPU {g.index} lists {len(g.links)} links, "
+                                          f"expected {want}"))
+        slow = [f"{lk.index} ({lk.speed_gb_s:g} GB/s)" for lk in active
+                if floor is not None and lk.speed_gb_s is not None and lk.speed_gb_s < floor]
+        if slow:
+            findings.append((Status.FAIL, f"GPU {g.index} links {', '.join(slow)} are below "
+                                          f"{floor:g} GB/s"))
+    speed = f" at >= {floor:g} GB/s each way" if floor is not None else ""
+    status, message = _verdict(findings, f"all {len(s.gpus)} GPUs have {want} active "
+                                         f"NVLinks{speed}")
+    return Judgement(status, message, float(active_total), "links",
+                     f"{hw.gpu.count * want} active links ({hw.gpu.count} GPUs x {want})"
+                     f"{speed}", None, {}, "higher")
+
+
+# --- gpu.dcgm_diag ------------------------------------------------------------------------
+
+# DCGM user guide, "Run Levels": r1 runs in seconds, r2 in about two minutes, r3 in about
+# half an hour, r4 in one to two hours; each default leaves room for a slow node.
+DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 10800}
+
+
+class DcgmDiagParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    level: Literal[1, 2, 3, 4] = 2
+    timeout_s: int | None = Field(default=None, ge=30,
+                                  description="default: DCGM_TIMEOUT_S for the level")
+
+
+def dcgm_command(params: DcgmDiagParams, hostvars: Mapping[str, Any]) -> list[str]:
+    return ["dcgmi", "diag", "-r", str(params.level), "-j"]
+
+
+def _gpu_text(gpus: tuple[int, ...]) -> str:
+    return f"GPU {', '.join(map(str, gpus))}" if gpus else "the node"
+
+
+def judge_dcgm(d: DcgmDiag, params: DcgmDiagParams, thresholds: Mapping[str, Threshold],
+               hw: Hardware) -> Judgement:
+    findings: list[tuple[Status, str]] = []
+    for r in d.results:
+        if r.status in ("fail", "warn"):
+            why = f": {r.warnings[0][:160]}" if r.warnings else ""
+            findings.append((Status.FAIL if r.status == "fail" else Status.WARN,
+                             f"{r.test} {r.status}s on {_gpu_text(r.gpus)}{why}"))
+    passed = [r for r in d.results if r.status == "pass"]
+    if not passed and not any(s is Status.FAIL for s, _ in findings):
+        findings.append((Status.ERROR, f"no DCGM test passed ({len(d.results)} results, all "
+                                       "skipped): no evidence of health"))
+    seen = {g for r in d.results for g in r.gpus}
+    if hw.gpu is not None and seen and len(seen) < hw.gpu.count:
+        findings.append((Status.FAIL, f"DCGM tested GPUs {sorted(seen)}, the profile expects "
+                                      f"{hw.gpu.count}"))
+    if not d.complete and not any(s is Status.FAIL for s, _ in findings):
+        findings.append((Status.ERROR, "the text table is cut before its end: no evidence "
+                                       "that every test ran"))
+    status, message = _verdict(findings, f"{len(passed)} DCGM results passed at level "
+                                         f"{params.level}")
+    skipped = sum(r.status == "skip" for r in d.results)
+    return Judgement(status, message, float(len(passed)), "results", "no Fail, no Warn", None,
+                     {"form": d.form, "skipped": skipped, "results": len(d.results)})
+
+
+CHECKS = (
+    Check(
+        name="topology.gpu_nic_affinity",
+        scope=Scope.NODE,
+        tags=frozenset({"gpu", "topology", "fabric"}),
+        description="Each GPU has a compute NIC behind its PCIe switch; NVLink joins every "
+                    "GPU pair (nvidia-smi topo -m)",
+        params_model=AffinityParams,
+        metrics=frozenset(),
+        command=lambda p, hv: ["nvidia-smi", "topo", "-m"],
+        timeout_s=lambda p: int(p.timeout_s),
+        parse=parse_topo_matrix,
+        judge=judge_affinity,
+        applies=affinity_applies,
+    ),
+    Check(
+        name="gpu.nvlink",
+        scope=Scope.NODE,
+        tags=frozenset({"gpu", "nvlink"}),
+        description="Every NVLink of every GPU is active at its nominal rate "
+                    "(nvidia-smi nvlink -s)",
+        params_model=NvLinkParams,
+        metrics=frozenset(),
+        command=lambda p, hv: ["nvidia-smi", "nvlink", "-s"],
+        timeout_s=lambda p: int(p.timeout_s),
+        parse=parse_nvlink_status,
+        judge=judge_nvlink,
+        applies=nvlink_applies,
+    ),
+    Check(
+        name="gpu.dcgm_diag",
+        scope=Scope.NODE,
+        tags=frozenset({"gpu", "dcgm"}),
+        description="DCGM diagnostics (dcgmi diag -r <level> -j): no test fails or warns",
+        params_model=DcgmDiagParams,
+        metrics=frozenset(),
+        command=dcgm_command,
+        timeout_s=lambda p: int(p.timeout_s or DCGM_TIMEOUT_S[p.level]),
+        parse=parse_dcgm_diag,
+        judge=judge_dcgm,
+        applies=_no_gpu,
+    ),
+)
+
+__all__ = ["CHECKS", "AffinityParams", "DcgmDiagParams", "NvLinkParams", "judge_affinity",
+           "judge_dcgm", "judge_nvlink", "nominal_link_gb_s"]

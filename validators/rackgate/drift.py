@@ -1,0 +1,77 @@
+"""Version drift across the rack: one node on another driver, VBIOS, HCA firmware, BIOS
+or kernel than its peers is a node that will behave differently in the same job (NCCL and
+the driver must match across ranks; mixed firmware is a classic source of flaky links).
+
+A derived, rack-scope check (``rack.version_drift``): it reads the versions that other
+checks already recorded in their details, finds each version's most common value across
+the rack, and gives every node a result: ``pass`` when it matches, ``fail`` naming the
+version, its value and the rack's when it does not. Pure: results in, results out.
+
+>>> from rackgate.model import Result, Status
+>>> rs = [Result(n, "node.identity", Status.PASS, "ok", details={"kernel": k})
+...       for n, k in (("n1", "6.1.0-21"), ("n2", "6.1.0-21"), ("n3", "6.1.0-18"))]
+>>> [(r.node, r.status.label) for r in version_drift(rs)]
+[('n1', 'pass'), ('n2', 'pass'), ('n3', 'fail')]
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from rackgate.model import Result, Status
+
+CHECK = "rack.version_drift"
+# (check, detail key or prefix ending in ".", what to call it)
+FIELDS = (
+    ("gpu.health", "driver_version", "NVIDIA driver"),
+    ("gpu.health", "vbios_versions", "GPU VBIOS"),
+    ("fabric.ports", "fw.", "HCA firmware"),
+    ("node.identity", "bios_version", "BIOS"),
+    ("node.identity", "kernel", "kernel"),
+)
+
+
+def _versions(r: Result) -> dict[str, str]:
+    out = {}
+    for check, key, label in FIELDS:
+        if r.check != check:
+            continue
+        if key.endswith("."):
+            fws = sorted({str(v) for k, v in r.details.items() if k.startswith(key) and v})
+            if fws:
+                out[label] = ", ".join(fws)
+        elif r.details.get(key):
+            out[label] = str(r.details[key])
+    return out
+
+
+def version_drift(results: Sequence[Result]) -> list[Result]:
+    """One ``rack.version_drift`` result per node that recorded any version."""
+    per_node: dict[str, dict[str, str]] = defaultdict(dict)
+    for r in results:
+        if r.status in (Status.ERROR, Status.SKIP):
+            continue
+        per_node[r.node].update(_versions(r))
+    rack: dict[str, Counter[str]] = defaultdict(Counter)
+    for versions in per_node.values():
+        for label, value in versions.items():
+            rack[label][value] += 1
+    out = []
+    for node, versions in per_node.items():
+        if not versions:
+            continue
+        findings = []
+        for label, value in sorted(versions.items()):
+            counts = rack[label]
+            (common, n), *rest = counts.most_common()
+            if value != common or (rest and rest[0][1] == n):
+                findings.append(f"{label} {value} differs from the rack's {common} "
+                                f"({n} of {sum(counts.values())} nodes)")
+        details: dict[str, float | str] = dict(sorted(versions.items()))
+        if findings:
+            out.append(Result(node, CHECK, Status.FAIL, "; ".join(findings), details=details))
+        else:
+            out.append(Result(node, CHECK, Status.PASS, "same versions as the rack: " + ", ".join(
+                f"{k} {v}" for k, v in sorted(versions.items())), details=details))
+    return out

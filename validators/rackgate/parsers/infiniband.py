@@ -1,0 +1,447 @@
+"""Parsers for InfiniBand / RoCE port listings: ``ibstat``, ``ibv_devinfo``, ``iblinkinfo``
+and the iproute2 ``dcb`` JSON that fabric.roce_lossless collects.
+
+Formats, from the tools' source (linux-rdma/rdma-core):
+
+* ``ibstat`` (infiniband-diags/ibstat.c, ``ca_dump``/``port_dump``): per device a header
+  ``CA 'mlx5_0'`` (node type ``CA``, ``Switch``, ``Router``, ``iWARP RNIC`` or ``???``), then
+  tab-indented ``CA type``, ``Number of ports``, ``Firmware version``, ``Hardware version``,
+  ``Node GUID``, ``System image GUID``; per port ``Port N:`` and, indented twice, ``State``
+  (Down, Initializing, Armed, Active, ???), ``Physical state`` (Sleep, Polling, Disabled,
+  PortConfigurationTraining, LinkUp, LinkErrorRecovery, PhyTest, ...), ``Rate`` (Gb/s, an
+  integer, ``2.5`` for 1x SDR, ``N (FDR10)``), ``Base lid``, ``LMC``, ``SM lid``,
+  ``Capability mask``, ``Port GUID`` and ``Link layer`` (InfiniBand or Ethernet: RoCE).
+  Errors go to stderr as ``ibpanic: ...`` / ``ibwarn: ...``; they are kept, not dropped.
+  Without any RDMA device ibstat prints NOTHING and exits 0: empty output parses to a
+  record with zero CAs, which the judge reports as "no HCA found", never as healthy.
+* ``ibv_devinfo`` (libibverbs/examples/devinfo.c): ``hca_id:<TAB>mlx5_0``, tab-indented
+  ``key:<TABs>value`` lines, ``port:<TAB>N`` blocks with ``state: PORT_ACTIVE (4)``,
+  ``active_mtu``, ``link_layer`` and, with ``-v``, ``phys_state``, ``active_width``
+  (``4X (2)``) and ``active_speed`` (``25.0 Gbps (32)``). "No IB devices found" = zero.
+* ``iblinkinfo`` (infiniband-diags/iblinkinfo.c): ``CA: name:`` / ``Switch: 0xGUID name:``
+  headers, then one line per port: ``[GUID] LID PORT[..] ==( 4X 25.78125 Gbps Active/
+  LinkUp)==> PEERLID PEERPORT[..] "peer" ( note )``. Lines filtered by grep (no headers)
+  parse as well.
+
+Windows line ends, trailing blanks and tabs-or-spaces indentation are all accepted.
+
+>>> st = parse_ibstat("CA 'mlx5_0'\\n\\tCA type: MT4129\\n\\tNumber of ports: 1\\n"
+...     "\\tFirmware version: 28.39.1002\\n\\tPort 1:\\n\\t\\tState: Active\\n"
+...     "\\t\\tPhysical state: LinkUp\\n\\t\\tRate: 400\\n\\t\\tLink layer: InfiniBand\\n")
+>>> p = st.cas[0].ports[0]
+>>> (st.cas[0].name, p.state, p.rate_gbps, p.link_layer, p.up)
+('mlx5_0', 'Active', 400.0, 'InfiniBand', True)
+>>> parse_ibstat("").cas
+()
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rackgate.parsers import ParseError
+
+_HEADER = re.compile(r"^(CA|Switch|Router|iWARP RNIC|\?\?\?):? '([^']*)'$")
+_PORT = re.compile(r"^Port (\d+):$")
+_FIELD = re.compile(r"^([A-Za-z][A-Za-z ]*?):\s*(.*)$")
+_DIAG = re.compile(r"^(ibpanic|ibwarn|iberror|ibstat):", re.IGNORECASE)
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.rstrip() for ln in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+
+
+def _int(value: str, what: str, lineno: int) -> int:
+    try:
+        return int(value.split()[0], 0)
+    except (ValueError, IndexError):
+        raise ParseError(f"ibstat: line {lineno}: {what} {value!r} is not an integer") from None
+
+
+# --------------------------------------------------------------------------- ibstat
+
+
+@dataclass(frozen=True)
+class IbPort:
+    """One port of one RDMA device as ibstat prints it (rate in Gb/s, as ibstat prints)."""
+
+    number: int
+    state: str  # Down | Initializing | Armed | Active | ???
+    physical_state: str  # LinkUp | Polling | Disabled | Sleep | ... ; "" when not reported
+    rate_gbps: float | None  # None when the tool did not report a rate (ibv_devinfo without -v)
+    link_layer: str  # InfiniBand | Ethernet
+    base_lid: int | None = None
+    sm_lid: int | None = None
+    port_guid: str | None = None
+
+    @property
+    def up(self) -> bool:
+        """Logical state Active and physical link up (LinkUp; unknown physical state is
+        accepted only when the tool does not print it)."""
+        return self.state == "Active" and self.physical_state in ("LinkUp", "")
+
+
+@dataclass(frozen=True)
+class IbCa:
+    """One RDMA device (CA, or a switch's management port): ibstat's ``ca_dump``."""
+
+    name: str
+    node_type: str  # CA | Switch | Router | iWARP RNIC | ???
+    ca_type: str  # e.g. MT4129 (ConnectX-7); VFs show their own device id (MT4124, MT4126)
+    num_ports: int
+    firmware_version: str
+    hardware_version: str
+    node_guid: str
+    system_guid: str
+    ports: tuple[IbPort, ...]
+
+
+@dataclass(frozen=True)
+class IbStat:
+    """All devices ibstat listed; ``errors`` holds its ibpanic/ibwarn lines."""
+
+    cas: tuple[IbCa, ...]
+    errors: tuple[str, ...] = ()
+
+
+class _CaBuilder:
+    def __init__(self, name: str, node_type: str, lineno: int) -> None:
+        self.name, self.node_type, self.lineno = name, node_type, lineno
+        self.fields: dict[str, str] = {}
+        self.ports: list[tuple[int, int, dict[str, str]]] = []
+
+    def build(self) -> IbCa:
+        f = self.fields
+        where = f"CA '{self.name}' (line {self.lineno})"
+        ports = tuple(_build_port(n, ln, pf, where) for n, ln, pf in self.ports)
+        num = _int(f["Number of ports"], "Number of ports", self.lineno) \
+            if "Number of ports" in f else len(ports)
+        numbers = {p.number for p in ports if p.number > 0}
+        if len(numbers) < num:
+            raise ParseError(f"ibstat: {where} declares {num} port(s) but lists "
+                             f"{len(numbers)} (truncated output?)")
+        return IbCa(self.name, self.node_type, f.get(f"{self.node_type} type", ""), num,
+                    f.get("Firmware version", ""), f.get("Hardware version", ""),
+                    f.get("Node GUID", ""), f.get("System image GUID", ""), ports)
+
+
+def _build_port(number: int, lineno: int, f: dict[str, str], where: str) -> IbPort:
+    missing = [k for k in ("State", "Physical state", "Rate", "Link layer") if k not in f]
+    if missing:
+        raise ParseError(f"ibstat: {where} port {number} (line {lineno}) lacks "
+                         f"{', '.join(missing)}")
+    rate = f["Rate"].split()[0] if f["Rate"].split() else ""
+    try:
+        rate_gbps = float(rate)
+    except ValueError:
+        raise ParseError(f"ibstat: {where} port {number}: Rate {f['Rate']!r} is not a "
+                         "number of Gb/s") from None
+    return IbPort(
+        number=number, state=f["State"], physical_state=f["Physical state"],
+        rate_gbps=rate_gbps, link_layer=f["Link layer"],
+        base_lid=_int(f["Base lid"], "Base lid", lineno) if "Base lid" in f else None,
+        sm_lid=_int(f["SM lid"], "SM lid", lineno) if "SM lid" in f else None,
+        port_guid=f.get("Port GUID"),
+    )
+
+
+def parse_ibstat(text: str) -> IbStat:
+    """Parse ``ibstat`` (all devices, or ``ibstat <ca>``); empty output is zero CAs."""
+    cas: list[_CaBuilder] = []
+    errors: list[str] = []
+    port: dict[str, str] | None = None
+    for lineno, raw in enumerate(_lines(text), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if _DIAG.match(line):
+            errors.append(line)
+            continue
+        m = _HEADER.match(line)
+        if m:
+            if any(c.name == m.group(2) for c in cas):
+                raise ParseError(f"ibstat: line {lineno}: device '{m.group(2)}' listed twice")
+            cas.append(_CaBuilder(m.group(2), m.group(1), lineno))
+            port = None
+            continue
+        if not cas:
+            raise ParseError(f"ibstat: line {lineno}: {line[:60]!r} before any "
+                             "\"CA '<name>'\" header (is this ibstat output?)")
+        m = _PORT.match(line)
+        if m:
+            port = {}
+            cas[-1].ports.append((int(m.group(1)), lineno, port))
+            continue
+        m = _FIELD.match(line)
+        if not m:
+            raise ParseError(f"ibstat: line {lineno}: {line[:60]!r} is not 'Key: value'")
+        key, value = m.group(1), m.group(2).strip()
+        target = port if port is not None else cas[-1].fields
+        if key in target:
+            raise ParseError(f"ibstat: line {lineno}: {key!r} repeated in one block")
+        target[key] = value
+    if not cas and not errors and any(ln.strip() for ln in _lines(text)):
+        raise ParseError("ibstat: no \"CA '<name>'\" header in non-empty output")
+    return IbStat(tuple(c.build() for c in cas), tuple(errors))
+
+
+# --------------------------------------------------------------------------- ibv_devinfo
+
+_IBV_STATES = {"PORT_NOP": "???", "PORT_DOWN": "Down", "PORT_INIT": "Initializing",
+               "PORT_ARMED": "Armed", "PORT_ACTIVE": "Active", "PORT_ACTIVE_DEFER": "Active"}
+_IBV_PHYS = {"SLEEP": "Sleep", "POLLING": "Polling", "DISABLED": "Disabled",
+             "PORT_CONFIGURATION_TRAINING": "PortConfigurationTraining", "LINK_UP": "LinkUp",
+             "LINK_ERROR_RECOVERY": "LinkErrorRecovery", "PHY_TEST": "PhyTest"}
+_KV = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*?):\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class IbvPort:
+    """One ``port:`` block of ibv_devinfo; width/speed only with ``-v``."""
+
+    number: int
+    state: str  # PORT_ACTIVE, PORT_DOWN, ... (the verbs name, without the code)
+    link_layer: str
+    active_mtu: int | None
+    phys_state: str | None  # LINK_UP, POLLING, ... (-v only)
+    active_width: int | None  # lanes: 1, 2, 4, 8, 12 (-v only)
+    active_speed_gbps: float | None  # per lane (-v only)
+
+    @property
+    def rate_gbps(self) -> float | None:
+        if self.active_width is None or self.active_speed_gbps is None:
+            return None
+        return round(self.active_width * self.active_speed_gbps, 4)
+
+
+@dataclass(frozen=True)
+class IbvDevice:
+    hca_id: str
+    fw_ver: str
+    vendor_part_id: str
+    ports: tuple[IbvPort, ...]
+
+
+def _ibv_port(number: int, f: dict[str, str], hca: str) -> IbvPort:
+    if "state" not in f or "link_layer" not in f:
+        raise ParseError(f"ibv_devinfo: {hca} port {number} lacks state or link_layer")
+    width = re.match(r"(\d+)X", f.get("active_width", ""))
+    speed = re.match(r"([\d.]+)\s*Gbps", f.get("active_speed", ""))
+    mtu = re.match(r"(\d+)", f.get("active_mtu", ""))
+    return IbvPort(number, f["state"].split()[0], f["link_layer"],
+                   int(mtu.group(1)) if mtu else None,
+                   f["phys_state"].split()[0] if f.get("phys_state") else None,
+                   int(width.group(1)) if width else None,
+                   float(speed.group(1)) if speed else None)
+
+
+def parse_ibv_devinfo(text: str) -> tuple[IbvDevice, ...]:
+    """Parse ``ibv_devinfo [-v]``; empty output or "No IB devices found" is no device."""
+    devices: list[tuple[str, dict[str, str], list[tuple[int, dict[str, str]]]]] = []
+    port: dict[str, str] | None = None
+    for lineno, raw in enumerate(_lines(text), 1):
+        line = raw.strip()
+        if not line or line == "Device ports:" or line.lower().startswith("no ib devices"):
+            continue
+        m = _KV.match(line)
+        if not m:
+            if devices and port is not None and raw.startswith(("\t\t\t\t", " " * 16)):
+                continue  # -v continuation lines (GID lists, capability flags)
+            if devices and raw[:1] in ("\t", " "):
+                continue
+            raise ParseError(f"ibv_devinfo: line {lineno}: {line[:60]!r} is not 'key: value'")
+        key, value = m.group(1), m.group(2).strip()
+        if key == "hca_id":
+            devices.append((value, {}, []))
+            port = None
+        elif not devices:
+            raise ParseError(f"ibv_devinfo: line {lineno}: {key!r} before any 'hca_id:' line")
+        elif key == "port":
+            try:
+                number = int(value)
+            except ValueError:
+                raise ParseError(f"ibv_devinfo: line {lineno}: port {value!r} is not a "
+                                 "number") from None
+            port = {}
+            devices[-1][2].append((number, port))
+        else:
+            (port if port is not None else devices[-1][1]).setdefault(key, value)
+    if not devices and any(ln.strip() and not ln.strip().lower().startswith("no ib devices")
+                           for ln in _lines(text)):
+        raise ParseError("ibv_devinfo: no 'hca_id:' line in non-empty output")
+    return tuple(IbvDevice(h, f.get("fw_ver", ""), f.get("vendor_part_id", ""),
+                           tuple(_ibv_port(n, pf, h) for n, pf in ports))
+                 for h, f, ports in devices)
+
+
+def ibstat_from_devinfo(devices: tuple[IbvDevice, ...]) -> IbStat:
+    """ibv_devinfo's view in ibstat's terms, so fabric.ports can judge either."""
+    return IbStat(tuple(
+        IbCa(d.hca_id, "CA", d.vendor_part_id, len(d.ports), d.fw_ver, "", "", "", tuple(
+            IbPort(p.number, _IBV_STATES.get(p.state, p.state),
+                   _IBV_PHYS.get(p.phys_state or "", p.phys_state or ""),
+                   p.rate_gbps, p.link_layer) for p in d.ports))
+        for d in devices))
+
+
+# --------------------------------------------------------------------------- iblinkinfo
+
+_LINK = re.compile(
+    r"^(?:(0x[0-9a-fA-F]+)\s+)?(\d+)\s+(\d+)\[[^\]]*\]\s+==\(\s*"
+    r"(?:(\d+)X\s+([\d.]+)\s+Gbps\s+)?([A-Za-z?]+)/\s*([A-Za-z?]+)\s*\)==>\s*(.*)$")
+_PEER = re.compile(r'^(?:(\d+)\s+(\d+)\[[^\]]*\]|\[[^\]]*\])\s+"([^"]*)"\s*\((.*)\)\s*$')
+_LINK_HEADER = re.compile(r"^(CA|Switch|Router):\s+(?:(0x[0-9a-fA-F]+)\s+)?(.*?):?$")
+
+
+@dataclass(frozen=True)
+class IbLink:
+    """One port line of iblinkinfo (width in lanes, speed per lane in Gb/s)."""
+
+    node: str | None  # the CA:/Switch: header it followed; None for grep'd lines
+    lid: int
+    port: int
+    width: int | None
+    speed_gbps: float | None
+    state: str  # Active, Down, Init, Armed
+    physical_state: str  # LinkUp, Polling, Disabled, ...
+    peer_lid: int | None
+    peer_port: int | None
+    peer_name: str
+
+    @property
+    def up(self) -> bool:
+        return self.state == "Active" and self.physical_state == "LinkUp"
+
+
+def parse_iblinkinfo(text: str) -> tuple[IbLink, ...]:
+    """Parse iblinkinfo's default listing, with or without its CA:/Switch: headers."""
+    links: list[IbLink] = []
+    node: str | None = None
+    for lineno, raw in enumerate(_lines(text), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        m = _LINK.match(line)
+        if m:
+            peer = _PEER.match(m.group(8))
+            if not peer:
+                raise ParseError(f"iblinkinfo: line {lineno}: cannot read the peer in "
+                                 f"{m.group(8)[:60]!r}")
+            links.append(IbLink(
+                node, int(m.group(2)), int(m.group(3)),
+                int(m.group(4)) if m.group(4) else None,
+                float(m.group(5)) if m.group(5) else None, m.group(6), m.group(7),
+                int(peer.group(1)) if peer.group(1) else None,
+                int(peer.group(2)) if peer.group(2) else None, peer.group(3)))
+            continue
+        h = _LINK_HEADER.match(line)
+        if h:
+            node = h.group(3).strip()
+            continue
+        raise ParseError(f"iblinkinfo: line {lineno}: {line[:60]!r} is neither a CA:/Switch: "
+                         "header nor a '==( ... )==>' port line")
+    if not links:
+        raise ParseError("iblinkinfo: no port line ('==( ... )==>') in the output")
+    return tuple(links)
+
+
+# --------------------------------------------------------------------------- dcb (iproute2)
+
+_SECTION = re.compile(r"^### rackgate-dcb dev=(\S+) what=(pfc|app) rc=(\d+)$")
+
+
+@dataclass(frozen=True)
+class DcbPort:
+    """PFC and DSCP-to-priority state of one interface, from ``dcb -j pfc|app show dev``.
+
+    dcb(8), dcb-pfc(8), dcb-app(8): ``prio_pfc`` is an object of "0".."7" -> bool;
+    ``dscp_prio`` is a list of [dscp, priority] pairs, absent when the table has none.
+    """
+
+    interface: str
+    pfc_priorities: tuple[int, ...] | None  # priorities with PFC on; None if dcb failed
+    dscp_prio: tuple[tuple[int, int], ...] | None  # None if dcb failed
+    errors: tuple[str, ...]  # "pfc: <dcb's message>" for each failed query
+
+
+def _json_obj(body: str, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"dcb JSON: {where}: not valid JSON ({exc.msg} at line "
+                         f"{exc.lineno})") from None
+    if not isinstance(doc, dict):
+        raise ParseError(f"dcb JSON: {where}: the top level is not an object")
+    return doc
+
+
+def parse_dcb_pfc(body: str, where: str = "dcb -j pfc show") -> tuple[int, ...]:
+    """Priorities with PFC on, from ``dcb -j pfc show dev IF``.
+
+    >>> parse_dcb_pfc('{"pfc_cap":8,"prio_pfc":{"0":false,"3":true}}')
+    (3,)
+    """
+    prio = _json_obj(body, where).get("prio_pfc")
+    if not isinstance(prio, dict):
+        raise ParseError(f"dcb JSON: {where}: 'prio_pfc' is missing or not an object")
+    out = []
+    for key, on in prio.items():
+        if not isinstance(on, bool) or not key.isdigit() or int(key) > 7:
+            raise ParseError(f"dcb JSON: {where}: prio_pfc[{key!r}] = {on!r} is not a "
+                             "priority 0-7 mapped to true/false")
+        if on:
+            out.append(int(key))
+    return tuple(sorted(out))
+
+
+def parse_dcb_app(body: str, where: str = "dcb -j app show") -> tuple[tuple[int, int], ...]:
+    """[dscp, priority] pairs from ``dcb -j app show dev IF`` (empty when none)."""
+    pairs = _json_obj(body, where).get("dscp_prio", [])
+    if not isinstance(pairs, list):
+        raise ParseError(f"dcb JSON: {where}: 'dscp_prio' is not a list")
+    out = []
+    for p in pairs:
+        if (not isinstance(p, list) or len(p) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in p)
+                or not 0 <= p[0] <= 63 or not 0 <= p[1] <= 7):
+            raise ParseError(f"dcb JSON: {where}: dscp_prio entry {p!r} is not [dscp 0-63, "
+                             "priority 0-7]")
+        out.append((p[0], p[1]))
+    return tuple(out)
+
+
+def parse_dcb_sections(text: str) -> tuple[DcbPort, ...]:
+    """Parse fabric.roce_lossless's probe: ``### rackgate-dcb dev=IF what=pfc|app rc=N``
+    marker lines, each followed by dcb's JSON (rc 0) or its error message."""
+    sections: list[tuple[str, str, int, list[str]]] = []
+    for lineno, line in enumerate(_lines(text), 1):
+        m = _SECTION.match(line.strip())
+        if m:
+            sections.append((m.group(1), m.group(2), int(m.group(3)), []))
+        elif sections:
+            sections[-1][3].append(line)
+        elif line.strip():
+            raise ParseError(f"dcb probe: line {lineno}: {line.strip()[:60]!r} before the "
+                             "first '### rackgate-dcb' marker")
+    if not sections:
+        raise ParseError("dcb probe: no '### rackgate-dcb dev=... what=... rc=...' marker "
+                         "(empty output?)")
+    by_if: dict[str, dict[str, Any]] = {}
+    for dev, what, rc, body_lines in sections:
+        body = "\n".join(body_lines).strip()
+        entry = by_if.setdefault(dev, {"pfc": None, "app": None, "errors": []})
+        if rc != 0 or not body:
+            entry["errors"].append(f"{what}: dcb exited {rc}: {body or '(no output)'}")
+            continue
+        where = f"dcb -j {what} show dev {dev}"
+        entry[what] = parse_dcb_pfc(body, where) if what == "pfc" else parse_dcb_app(body, where)
+    return tuple(DcbPort(dev, e["pfc"], e["app"], tuple(e["errors"]))
+                 for dev, e in by_if.items())
+
+
+__all__ = ["DcbPort", "IbCa", "IbLink", "IbPort", "IbStat", "IbvDevice", "IbvPort",
+           "ibstat_from_devinfo", "parse_dcb_app", "parse_dcb_pfc", "parse_dcb_sections",
+           "parse_iblinkinfo", "parse_ibstat", "parse_ibv_devinfo"]

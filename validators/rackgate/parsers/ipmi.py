@@ -1,0 +1,223 @@
+"""Parser for ipmitool's sensor listings, and the power-supply sensors among them.
+
+Formats (ipmitool(1), commands ``sdr``, ``sdr elist``, ``sdr type``, ``sdr -v``; IPMI v2.0
+spec tables 42-2/42-3 for the discrete state offsets), all accepted in one text:
+
+* 3 columns, ``ipmitool sdr``: ``name | reading | status``. For a discrete sensor the
+  reading is ``0xNN``, the asserted state bits 0-7 (``PSU2 Status | 0x03 | ok`` is
+  "Presence detected" + "Failure detected"); for an analog one ``928 Watts``.
+* 5 columns, ``ipmitool sdr elist`` / ``sdr type "Power Supply"``:
+  ``name | 02h | ok | 10.2 | Presence detected, Failure detected``: sensor number, status,
+  entity ID, then the asserted states as text (an analog value such as ``400 Watts`` may
+  lead the list).
+* ``-c`` CSV: ``name,02h,ok,10.2,states`` and, for analog sensors, ``name,928,Watts,ucr``.
+* Verbose blocks (``sdr -v``, ``sensor get``): ``Sensor ID : PSU2 Status (0x2)`` and the
+  ``States Asserted`` list of ``[state]`` lines; a block adds its states to the listing
+  line of the same sensor.
+
+The status column is ipmitool's: ``ok``, ``ns`` (no reading), or the threshold a reading
+crossed (``nc``/``cr``/``nr``, ``unc``/``ucr``/``unr``, ``lnc``/``lcr``/``lnr``). It is
+``ok`` for a discrete PSU sensor even when "Failure detected" is asserted (ipmitool issues
+176 and 318): judge discrete sensors from ``states`` or ``state_bits``, never ``status``.
+Other lines (a shell prompt, ``Loading IANA PEN Registry...``) are skipped.
+
+>>> sdr = parse_ipmi_sdr("PSU2 Status | 02h | ok | 10.2 | Presence detected, Failure detected")
+>>> s = sdr.sensors[0]
+>>> s.name, s.sensor_number, s.states, psu_kind(s)
+('PSU2 Status', 2, ('Presence detected', 'Failure detected'), 'psu')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from rackgate.parsers import ParseError
+
+STATUSES = frozenset({"ok", "ns", "na", "nc", "cr", "nr", "unc", "ucr", "unr",
+                      "lnc", "lcr", "lnr"})
+PsuKind = Literal["psu", "redundancy", "power", "power_unit"]
+
+# Names BMC vendors give power-supply sensors: "PSU1 Status", "PS2 Status", "Power Supply 1",
+# "PS Redundancy", "Pwr Unit Redund"; "C1 P1I Bay 1" are the power bays of ipmitool issue 318.
+_PSU_NAME = re.compile(r"\b(psu?\s*\d*|power\s*suppl(y|ies)|pwr\s*supply|p\d+i\s+bay)\b", re.I)
+_POWER_UNIT_NAME = re.compile(r"\b(pwr|power)\s*unit\b", re.I)
+_REDUNDANCY = re.compile(r"redund", re.I)
+# sub-sensors of a PSU (fan, temperature, rail faults) are not the PSU's status sensor
+_AUX_NAME = re.compile(r"fan|temp|therm|fault|volt|curr|\d+(\.\d+)?v\b|vco|rail|\bin\b|"
+                       r"\bout\b|power\s*in|input|output", re.I)
+_SENSOR_NUMBER = re.compile(r"^([0-9a-f]{1,2})h$", re.I)
+_ENTITY = re.compile(r"^\d+\.\d+$")
+_WATTS = re.compile(r"^(-?\d+(?:\.\d+)?)\s*watts?$", re.I)
+_HEX = re.compile(r"^0x([0-9a-f]{1,4})$", re.I)
+_VERBOSE_ID = re.compile(r"^Sensor ID\s*:\s*(.*?)\s*(?:\(0x([0-9a-f]+)\))?\s*$", re.I)
+_VERBOSE_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ()]*?)\s*:\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class IpmiSensor:
+    """One sensor as ipmitool listed it; fields a format does not carry are None/empty."""
+
+    name: str
+    status: str  # ipmitool's status column (see the module docstring); "" in verbose-only
+    sensor_number: int | None = None
+    entity: str | None = None  # "10.2": entity ID 10 (power supply), instance 2
+    sensor_type: str | None = None  # "Power Supply", from a verbose block
+    states: tuple[str, ...] | None = None  # asserted states as text; None = not shown
+    state_bits: int | None = None  # the 3-column 0xNN reading of a discrete sensor
+    watts: float | None = None
+    readable: bool = True
+
+    @property
+    def label(self) -> str:
+        """The name, plus the sensor number or entity that tells same-named sensors apart."""
+        if self.sensor_number is not None:
+            return f"{self.name} ({self.sensor_number:02X}h)"
+        return f"{self.name} (entity {self.entity})" if self.entity else self.name
+
+
+@dataclass(frozen=True)
+class IpmiSdr:
+    sensors: tuple[IpmiSensor, ...]
+
+
+def _reading(sensor: IpmiSensor, text: str) -> IpmiSensor:
+    """Fill the reading fields from a 5-column state list such as '0 Watts, Presence detected'."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    watts = None
+    if parts and (m := _WATTS.match(parts[0])):
+        watts = float(m.group(1))
+        parts = parts[1:]
+    unreadable = any(p.lower() in ("no reading", "not readable", "disabled") for p in parts)
+    states = tuple(p for p in parts if p.lower() not in ("no reading", "not readable"))
+    return replace(sensor, watts=watts, states=states, readable=not unreadable)
+
+
+def _line(line: str) -> IpmiSensor | None:
+    sep = "|" if "|" in line else ","
+    cols = [c.strip() for c in line.split(sep)]
+    if sep == "," and len(cols) > 5:  # the state list of the CSV form holds commas too
+        cols = [*cols[:4], ", ".join(cols[4:])]
+    if len(cols) == 3 and sep == "|" and cols[2].lower() in STATUSES and cols[0]:
+        name, reading, status = cols
+        s = IpmiSensor(name=name, status=status.lower())
+        if m := _HEX.match(reading):
+            return replace(s, state_bits=int(m.group(1), 16))
+        if m := _WATTS.match(reading):
+            return replace(s, watts=float(m.group(1)))
+        low = reading.lower()
+        return replace(s, readable=not (status.lower() == "ns" or "readable" in low
+                                        or "no reading" in low or low == "disabled"))
+    if len(cols) == 5 and cols[0] and cols[2].lower() in STATUSES \
+            and (m := _SENSOR_NUMBER.match(cols[1])) \
+            and (_ENTITY.match(cols[3]) or cols[3] == ""):
+        s = IpmiSensor(name=cols[0], status=cols[2].lower(), sensor_number=int(m.group(1), 16),
+                       entity=cols[3] or None)
+        s = _reading(s, cols[4])
+        return replace(s, readable=s.readable and s.status != "ns")
+    if len(cols) == 4 and sep == "," and cols[0] and cols[3].lower() in STATUSES:
+        s = IpmiSensor(name=cols[0], status=cols[3].lower())
+        if cols[2].lower() in ("watts", "watt"):
+            try:
+                return replace(s, watts=float(cols[1]))
+            except ValueError:
+                return replace(s, readable=False)
+        return s
+    return None
+
+
+def _verbose(lines: list[str], start: int) -> tuple[IpmiSensor, int]:
+    """Read one ``Sensor ID :`` block from ``lines[start]``; return it and the next index."""
+    m = _VERBOSE_ID.match(lines[start].strip())
+    assert m is not None
+    name, number = m.group(1), int(m.group(2), 16) if m.group(2) else None
+    s = IpmiSensor(name=name, status="", sensor_number=number)
+    i, states = start + 1, None
+    while i < len(lines) and lines[i].strip() and not _VERBOSE_ID.match(lines[i].strip()):
+        fm = _VERBOSE_FIELD.match(lines[i])
+        if fm:
+            key, value = fm.group(1).strip().lower(), fm.group(2).strip()
+            if key == "entity id":
+                s = replace(s, entity=value.split()[0] if value else None)
+            elif key.startswith("sensor type"):
+                s = replace(s, sensor_type=re.sub(r"\s*\(0x[0-9a-f]+\)$", "", value, flags=re.I))
+            elif key == "sensor reading" and (w := re.match(r"(-?[\d.]+)\s.*watts", value, re.I)):
+                s = replace(s, watts=float(w.group(1)))
+            elif key == "states asserted":
+                states = []
+                i += 1
+                while i < len(lines) and lines[i].strip().startswith("["):
+                    states.append(lines[i].strip().strip("[]"))
+                    i += 1
+                continue
+        i += 1
+    return replace(s, states=tuple(states) if states is not None else None), i
+
+
+def _merge(sensors: list[IpmiSensor], block: IpmiSensor) -> None:
+    """Add a verbose block's facts to the one earlier listing line of the same sensor."""
+    same = [k for k, s in enumerate(sensors) if s.name == block.name
+            and (s.sensor_number is None or block.sensor_number is None
+                 or s.sensor_number == block.sensor_number)]
+    if len(same) != 1:
+        sensors.append(block)
+        return
+    k = same[0]
+    old = sensors[k]
+    states = tuple(dict.fromkeys((old.states or ()) + (block.states or ()))) \
+        if old.states is not None or block.states is not None else None
+    sensors[k] = replace(old, sensor_number=old.sensor_number if old.sensor_number is not None
+                         else block.sensor_number, entity=old.entity or block.entity,
+                         sensor_type=block.sensor_type or old.sensor_type, states=states,
+                         watts=old.watts if old.watts is not None else block.watts)
+
+
+def parse_ipmi_sdr(text: str) -> IpmiSdr:
+    """Parse ipmitool sensor listings (any mix of the forms above); ParseError when none."""
+    lines = text.splitlines()
+    sensors: list[IpmiSensor] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _VERBOSE_ID.match(line.strip()):
+            block, i = _verbose(lines, i)
+            _merge(sensors, block)
+            continue
+        sensor = _line(line) if line.strip() else None
+        if sensor is not None:
+            sensors.append(sensor)
+        i += 1
+    if not sensors:
+        raise ParseError("ipmitool sdr: no sensor line ('name | reading | status', "
+                         "'name | NNh | status | entity | states', CSV or 'Sensor ID :') in "
+                         f"{len(lines)} line(s) of output")
+    return IpmiSdr(tuple(sensors))
+
+
+def psu_kind(s: IpmiSensor) -> PsuKind | None:
+    """What a sensor says about the power supplies, or None when it is not a PSU sensor.
+
+    ``psu``: a PSU's status sensor (IPMI sensor type 08h offsets); ``redundancy``; ``power``
+    (a PSU's Watts); ``power_unit`` (sensor type 09h). Entity 10 is "power supply".
+    """
+    states = " ".join(s.states or ())
+    on_psu_entity = bool(s.entity and s.entity.split(".")[0] == "10")
+    psu_named = bool(_PSU_NAME.search(s.name))
+    if _REDUNDANCY.search(s.name) or _REDUNDANCY.search(states):
+        named = psu_named or on_psu_entity or _POWER_UNIT_NAME.search(s.name)
+        return "redundancy" if named else None  # not "Fan Redundancy"
+    if s.watts is not None:
+        return "power" if psu_named or on_psu_entity else None
+    if (s.sensor_type or "").lower() == "power unit" or _POWER_UNIT_NAME.search(s.name):
+        return "power_unit"
+    if (s.sensor_type or "").lower() == "power supply" or on_psu_entity:
+        return None if _AUX_NAME.search(s.name) else "psu"
+    if psu_named and not _AUX_NAME.search(s.name):
+        return "psu"
+    return None
+
+
+def psu_sensors(sdr: IpmiSdr) -> list[tuple[PsuKind, IpmiSensor]]:
+    """The power-supply sensors of a listing, with their kind, in listing order."""
+    return [(k, s) for s in sdr.sensors if (k := psu_kind(s)) is not None]

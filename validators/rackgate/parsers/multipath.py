@@ -1,0 +1,143 @@
+"""Parser for ``multipath -ll`` (multipath-tools, multipath(8); the topology format of
+``libmultipath/print.c``: ``%n (%w) %d %s`` map lines, ``policy=… prio=… status=…`` path
+group lines and ``%i %d %D %t %T %o`` path lines)::
+
+    mpatha (36001405b4749195c5464576a491525dd) dm-2 LIO-ORG,data-chunk1
+    size=1022M features='1 queue_if_no_path' hwhandler='1 alua' wp=rw
+    |-+- policy='service-time 0' prio=50 status=active
+    | `- 3:0:0:0 sdb 8:16 active ready running
+
+A path line gives H:C:T:L, the device, major:minor, the device-mapper state
+(``active``/``failed``), the path checker state (``ready``, ``ghost`` for an ALUA standby
+path, ``faulty``, ``shaky``, ``i/o pending``…) and the online state (``running``,
+``offline``…). The older bracket form (``\\_ 3:0:0:0 sdb 8:16 [active][ready]``) is read too.
+When the alias is the WWID the map line has no parentheses. Lines before the first map
+(multipathd messages such as ``1602.459062 | /etc/multipath.conf line 26, invalid
+keyword``) are skipped; no map at all is an empty record (multipath -ll prints nothing).
+
+>>> mp = parse_multipath_ll('''mpatha (3600a) dm-2 LIO-ORG,disk
+... size=1G features='0' hwhandler='1 alua' wp=rw
+... `-+- policy='service-time 0' prio=50 status=active
+...   `- 3:0:0:0 sdb 8:16 active ready running''')
+>>> p = mp.maps[0].paths[0]
+>>> mp.maps[0].name, p.device, p.dm_state, p.path_state, p.healthy
+('mpatha', 'sdb', 'active', 'ready', True)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rackgate.parsers import ParseError
+
+_MAP = re.compile(r"^(?P<name>[^\s|`\\]+)(?: \((?P<wwid>[^)]+)\))? (?P<dm>dm-\d+)(?: (?P<vp>.*))?$")
+_PATH = re.compile(r"(?P<hctl>\d+:\d+:\d+:\d+)\s+(?P<dev>\S+)\s+(?P<majmin>\d+:\d+)\s+"
+                   r"(?P<rest>.*)$")
+_GROUP = re.compile(r"(policy=|round-robin|service-time|queue-length|historical-service-time)")
+_PRIO = re.compile(r"prio=(-?\d+)")
+_STATUS = re.compile(r"status=(\w+)|\[(active|enabled|disabled)\]")
+_DM_STATES = ("active", "failed")
+# multipath-tools checker states (libmultipath/checkers.c checker_state_names)
+_PATH_STATES = ("ready", "faulty", "ghost", "shaky", "i/o pending", "i/o timeout", "undef",
+                "delayed", "wild", "unchecked", "disconnected")
+
+
+@dataclass(frozen=True)
+class MultipathPath:
+    hctl: str  # SCSI host:channel:target:lun
+    device: str  # "sdb"
+    major_minor: str
+    dm_state: str  # device-mapper's view: active / failed
+    path_state: str  # the path checker's view: ready / ghost / faulty / ...
+    online_state: str  # the SCSI device state: running / offline / ... ("" when not shown)
+    group: int  # index of the path group in the map
+
+    @property
+    def healthy(self) -> bool:
+        """Carries I/O now or on failover: dm active and checker ready (or ghost: ALUA standby)."""
+        return (self.dm_state == "active" and self.path_state in ("ready", "ghost")
+                and self.online_state in ("running", ""))
+
+
+@dataclass(frozen=True)
+class PathGroup:
+    policy: str
+    prio: int | None
+    status: str  # active / enabled / disabled ("" when not shown)
+
+
+@dataclass(frozen=True)
+class MultipathMap:
+    name: str
+    wwid: str
+    dm_device: str  # "dm-2"
+    vendor: str
+    product: str
+    groups: tuple[PathGroup, ...]
+    paths: tuple[MultipathPath, ...]
+
+
+@dataclass(frozen=True)
+class MultipathTopology:
+    maps: tuple[MultipathMap, ...]
+
+
+def _path(line: str, group: int, lineno: int) -> MultipathPath:
+    m = _PATH.search(line)
+    assert m is not None
+    rest = m.group("rest").replace("][", " ").replace("[", " ").replace("]", " ").strip()
+    dm = next((s for s in _DM_STATES if re.match(rf"{s}\b", rest)), None)
+    if dm is None:
+        raise ParseError(f"multipath -ll line {lineno}: path {m.group('dev')} has no dm state "
+                         f"(active/failed) in {line.strip()!r}")
+    rest = rest[len(dm):].strip()
+    state = next((s for s in _PATH_STATES if re.match(rf"{re.escape(s)}(\s|$)", rest)), None)
+    if state is None:
+        raise ParseError(f"multipath -ll line {lineno}: path {m.group('dev')} has no path "
+                         f"checker state (ready/faulty/ghost/...) in {line.strip()!r}")
+    online = rest[len(state):].split()
+    return MultipathPath(m.group("hctl"), m.group("dev"), m.group("majmin"), dm, state,
+                         online[0] if online else "", group)
+
+
+def parse_multipath_ll(text: str) -> MultipathTopology:
+    """Parse ``multipath -ll``; ParseError naming the line when a map holds an unknown line."""
+    maps: list[MultipathMap] = []
+    cur: dict[str, object] | None = None
+    groups: list[PathGroup] = []
+    paths: list[MultipathPath] = []
+
+    def close() -> None:
+        if cur is not None:
+            maps.append(MultipathMap(groups=tuple(groups), paths=tuple(paths), **cur))  # type: ignore[arg-type]
+
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if m := _MAP.match(line.rstrip()):
+            close()
+            vendor, _, product = (m.group("vp") or "").partition(",")
+            cur = {"name": m.group("name"), "wwid": m.group("wwid") or m.group("name"),
+                   "dm_device": m.group("dm"), "vendor": vendor.strip(),
+                   "product": product.strip()}
+            groups, paths = [], []
+        elif cur is None:
+            continue  # multipathd messages before the first map
+        elif _PATH.search(line):
+            paths.append(_path(line, max(len(groups) - 1, 0), lineno))
+        elif _GROUP.search(line):
+            policy = re.search(r"policy='([^']*)'", line)
+            prio, status = _PRIO.search(line), _STATUS.search(line)
+            groups.append(PathGroup(
+                policy=policy.group(1) if policy else line.strip(" |`-+\\_").split("[")[0]
+                .split(" prio")[0].strip(),
+                prio=int(prio.group(1)) if prio else None,
+                status=(status.group(1) or status.group(2)) if status else ""))
+        elif line.lstrip().startswith(("size=", "[size=")):
+            continue
+        else:
+            raise ParseError(f"multipath -ll line {lineno}: not a map, path group or path "
+                             f"line: {line.strip()[:80]!r}")
+    close()
+    return MultipathTopology(tuple(maps))

@@ -1,0 +1,99 @@
+"""Parser for ``nvidia-smi nvlink -s`` (``--status``): the state of every NVLink of every GPU.
+
+Format: nvidia-smi(1), ``nvlink --status``. One block per GPU, in index order:
+
+    GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)
+             Link 0: 26.562 GB/s
+             Link 1: <inactive>
+
+A speed is the link's current rate in one direction, in GB/s (10^9 bytes/s); an unused or
+failed link reads ``<inactive>``. A GPU without NVLink has a header and no link lines.
+Anything else (a ``...`` left by someone who shortened the listing, a cut line, a skipped
+GPU index) is refused: a listing with links left out must never read as a healthy one.
+
+>>> s = parse_nvlink_status("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\\n"
+...     "\\t Link 0: 25 GB/s\\n\\t Link 1: <inactive>\\n")
+>>> [(link.index, link.speed_gb_s) for link in s.gpus[0].links]
+[(0, 25.0), (1, None)]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rackgate.parsers import ParseError
+
+FORMAT = "nvidia-smi nvlink -s"
+_GPU = re.compile(r"^GPU ([0-9]+): (.*?)(?: \(UUID: ([^)]*)\))?$")
+_LINK = re.compile(r"^Link ([0-9]+): (?:([0-9]+(?:\.[0-9]+)?) GB/s|(<inactive>))$")
+
+
+@dataclass(frozen=True)
+class NvLink:
+    index: int
+    speed_gb_s: float | None  # one direction, GB/s; None when nvidia-smi says <inactive>
+
+    @property
+    def active(self) -> bool:
+        return self.speed_gb_s is not None
+
+
+@dataclass(frozen=True)
+class NvLinkGpu:
+    index: int
+    name: str  # product name, e.g. "NVIDIA H100 80GB HBM3"
+    uuid: str | None
+    links: tuple[NvLink, ...]
+
+
+@dataclass(frozen=True)
+class NvLinkStatus:
+    gpus: tuple[NvLinkGpu, ...]
+
+
+def parse_nvlink_status(text: str) -> NvLinkStatus:
+    """Parse ``nvidia-smi nvlink -s`` output; raise ParseError on anything else."""
+    gpus: list[NvLinkGpu] = []
+    current: tuple[int, str, str | None] | None = None
+    links: list[NvLink] = []
+
+    def close() -> None:
+        if current is not None:
+            gpus.append(NvLinkGpu(current[0], current[1], current[2], tuple(links)))
+
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        gpu = _GPU.match(line)
+        link = _LINK.match(line)
+        if gpu:
+            close()
+            index = int(gpu.group(1))
+            expected = gpus[-1].index + 1 if gpus else 0
+            if index != expected:
+                raise ParseError(f"{FORMAT}: line {lineno}: GPU {index} follows GPU "
+                                 f"{expected - 1 if gpus else 'none'}; GPU {expected} is "
+                                 "missing (elided or edited output?)")
+            current, links = (index, gpu.group(2), gpu.group(3)), []
+        elif link:
+            if current is None:
+                raise ParseError(f"{FORMAT}: line {lineno}: a Link line before any "
+                                 "'GPU n:' line (output cut at the start?)")
+            index = int(link.group(1))
+            if index != len(links):
+                raise ParseError(f"{FORMAT}: line {lineno}: GPU {current[0]} Link {index} "
+                                 f"follows Link {len(links) - 1}; links are missing "
+                                 "(elided or edited output?)")
+            speed = None if link.group(3) else float(link.group(2))
+            links.append(NvLink(index, speed))
+        else:
+            raise ParseError(f"{FORMAT}: line {lineno}: {line[:60]!r} is neither 'GPU n: "
+                             "<name> (UUID: ...)' nor 'Link n: <speed> GB/s' or "
+                             "'Link n: <inactive>' (elided, cut or edited output?)")
+    close()
+    if not gpus:
+        raise ParseError(f"{FORMAT}: no 'GPU n:' line (empty output, or not this command's)")
+    return NvLinkStatus(tuple(gpus))
