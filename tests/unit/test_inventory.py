@@ -43,3 +43,17 @@ def test_ansible_inventory_is_on_path():
                          check=True)
     assert "ansible-inventory" in out.stdout
     json.dumps(out.stdout)
+
+
+def test_profile_overrides_from_several_variables_are_merged():
+    from rackgate.runner import RunError, host_overrides
+
+    hv = {"rackgate_profile_overrides": {"checks": {"fio.seq_read": {"enabled": False}}},
+          "rackgate_profile_overrides_bmc": {"checks": {"redundancy.psu_ipmi": {
+              "enabled": False}}},
+          "rackgate_profile_overridesX": {"ignored": True}}
+    assert host_overrides(hv) == {"checks": {"fio.seq_read": {"enabled": False},
+                                             "redundancy.psu_ipmi": {"enabled": False}}}
+    assert host_overrides({}) == {}
+    with pytest.raises(RunError, match="rackgate_profile_overrides_x must be a mapping"):
+        host_overrides({"rackgate_profile_overrides_x": [1]})

@@ -168,15 +168,15 @@ class Profile:
         if not isinstance(overrides, Mapping):
             raise ProfileError(f"{origin}: rackgate_profile_overrides must be a mapping, "
                                f"got {type(overrides).__name__}")
-        merged = _deep_merge(dict(self.raw), overrides)
+        merged = deep_merge(dict(self.raw), overrides)
         return profile_from_document(merged, f"{self.source} + {origin}")
 
 
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in over.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
     return out

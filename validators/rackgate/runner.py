@@ -30,7 +30,13 @@ from rackgate.inventory import Inventory, load_inventory
 from rackgate.judge import judge_evidence, missing_evidence, not_applicable
 from rackgate.model import RackVerdict, Result, node_verdict, rack_verdict
 from rackgate.peers import flag_peer_outliers
-from rackgate.profile import Profile, ProfileError, load_profile, profile_from_document
+from rackgate.profile import (
+    Profile,
+    ProfileError,
+    deep_merge,
+    load_profile,
+    profile_from_document,
+)
 from rackgate.reports import report_document
 from rackgate.reports.html import render_html
 from rackgate.reports.junit import render_junit
@@ -86,6 +92,26 @@ def select_checks(profile: Profile, names_or_tags: Sequence[str] | None) -> list
     return checks
 
 
+OVERRIDES_VAR = "rackgate_profile_overrides"
+
+
+def host_overrides(hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """A host's profile overrides: ``rackgate_profile_overrides`` and every
+    ``rackgate_profile_overrides_<suffix>`` variable, deep-merged in name order, so that
+    group_vars, host_vars and extra inventory files can each contribute one (Ansible would
+    otherwise let one variable of the same name hide the others)."""
+    merged: dict[str, Any] = {}
+    for key in sorted(k for k in hostvars
+                      if k == OVERRIDES_VAR or k.startswith(OVERRIDES_VAR + "_")):
+        value = hostvars[key]
+        if value:
+            if not isinstance(value, Mapping):
+                raise RunError(f"inventory variable {key} must be a mapping (a partial "
+                               f"profile), got {type(value).__name__}")
+            merged = deep_merge(merged, value)
+    return merged
+
+
 def node_profiles(profile: Profile, overrides: Mapping[str, Any]) -> dict[str, Profile]:
     """Each host's profile: the rack's, with the host's inventory overrides merged in.
 
@@ -129,7 +155,7 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
     inv = load_inventory(inventory)
     hosts = select_hosts(inv, group, limit)
     selected = select_checks(profile, checks)
-    overrides = {h: inv.hostvars[h].get("rackgate_profile_overrides") or {} for h in hosts}
+    overrides = {h: host_overrides(inv.hostvars[h]) for h in hosts}
     node_profiles(profile, overrides)  # refuse bad overrides before anything runs
 
     run_dir = new_run_dir(runs_dir, profile.name)
