@@ -197,8 +197,9 @@ def judge_nvlink(s: NvLinkStatus, params: NvLinkParams, thresholds: Mapping[str,
 
 # --- gpu.dcgm_diag ------------------------------------------------------------------------
 
-# DCGM user guide, "Run Levels": r1 runs in seconds, r2 in about two minutes, r3 in about
-# half an hour, r4 in one to two hours; each default leaves room for a slow node.
+# Default timeouts per run level: estimates (r1 is a quick check, r4 the long extended test),
+# NOT taken from NVIDIA's DCGM documentation, which was not at hand; each leaves generous
+# room. Set params.timeout_s from your DCGM version's measured durations.
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 10800}
 
 

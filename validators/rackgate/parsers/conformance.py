@@ -11,8 +11,8 @@ systemd-system.conf(5)), ``cmdline`` (/proc/cmdline), ``governors`` (the distinc
 >>> c = parse_conformance("modules=nvidia,mlx5_core\\nservice.chrony=active\\n"
 ...                       "default_memlock=infinity\\ncmdline=ro iommu=pt\\n"
 ...                       "governors=performance\\nacs_enabled_bridges=0\\n")
->>> c.modules, c.services, c.acs_enabled_bridges
-(frozenset({'mlx5_core', 'nvidia'}), {'chrony': 'active'}, 0)
+>>> sorted(c.modules), c.services, c.acs_enabled_bridges
+(['mlx5_core', 'nvidia'], {'chrony': 'active'}, 0)
 """
 
 from __future__ import annotations
