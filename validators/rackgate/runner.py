@@ -233,7 +233,7 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
         if cp is None:
             not_run(f"the profile of inventory host {host} has no {check.name}")
             continue
-        if not cp.enabled or check.applies(profiles[host].model.hardware) is not None:
+        if not_applicable(host, check, profiles[host]) is not None:
             progress(host, check.name, "skipped")  # judged as skip: nothing to collect
             continue
         params = check.params_model.model_validate(cp.params)

@@ -12,3 +12,21 @@ class ParseError(ValueError):
     The message names the format and what was wrong; the caller adds the host,
     the check and the evidence file.
     """
+
+
+def key_value_lines(text: str, probe: str) -> list[tuple[str, str]]:
+    """The ``key=value`` lines of one of rackgate's own probes (CRLF tolerated, blank lines
+    skipped, values stripped); ParseError naming the probe and line for anything else.
+
+    >>> key_value_lines("a=1\\r\\n\\nb= x \\n", "demo probe")
+    [('a', '1'), ('b', 'x')]
+    """
+    pairs = []
+    for n, line in enumerate(text.replace("\r\n", "\n").splitlines(), 1):
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ParseError(f"{probe}: line {n} is not key=value: {line[:80]!r}")
+        pairs.append((key, value.strip()))
+    return pairs

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackgate.parsers import ParseError
+from rackgate.parsers import ParseError, key_value_lines
 
 _REQUIRED = ("modules", "default_memlock", "cmdline", "governors", "acs_enabled_bridges")
 
@@ -37,16 +37,11 @@ class Conformance:
 def parse_conformance(text: str) -> Conformance:
     values: dict[str, str] = {}
     services: dict[str, str] = {}
-    for n, line in enumerate(text.replace("\r\n", "\n").splitlines(), 1):
-        if not line.strip():
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise ParseError(f"conformance probe: line {n} is not key=value: {line[:80]!r}")
+    for key, value in key_value_lines(text, "conformance probe"):
         if key.startswith("service."):
-            services[key.removeprefix("service.")] = value.strip()
+            services[key.removeprefix("service.")] = value
         else:
-            values[key] = value.strip()
+            values[key] = value
     missing = [k for k in _REQUIRED if k not in values]
     if missing:
         raise ParseError(f"conformance probe: no {', '.join(missing)} line(s) (truncated "

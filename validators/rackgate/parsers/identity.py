@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackgate.parsers import ParseError
+from rackgate.parsers import ParseError, key_value_lines
 
 FIELDS = ("sys_vendor", "product_name", "product_serial", "board_serial", "chassis_serial",
           "bios_version", "bios_date", "kernel", "os", "machine_id")
@@ -30,15 +30,7 @@ class Identity:
 
 
 def parse_identity(text: str) -> Identity:
-    values: dict[str, str] = {}
-    for n, line in enumerate(text.replace("\r\n", "\n").splitlines(), 1):
-        if not line.strip():
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise ParseError(f"identity probe: line {n} is not key=value: {line[:80]!r}")
-        if key in FIELDS:
-            values[key] = value.strip()
+    values = {k: v for k, v in key_value_lines(text, "identity probe") if k in FIELDS}
     if "kernel" not in values:
         raise ParseError("identity probe: no 'kernel=' line (truncated output, or not the "
                          "rackgate identity probe?)")
