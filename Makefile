@@ -49,6 +49,7 @@ lint:
 	mypy
 	ansible-lint
 	python scripts/check-argument-specs.py
+	python scripts/role-docs.py --check
 
 # pytest exits 5 when it collects nothing; make treats that as the failure it is.
 unit:
@@ -58,7 +59,8 @@ molecule:
 	@for role in roles/*/; do \
 	  if [[ -d $$role/molecule ]]; then \
 	    echo "== molecule test: $$role"; \
-	    (cd $$role && RACKGATE_IMAGE=$$($(CURDIR)/scripts/build-image.sh) molecule test); \
+	    (cd $$role && RACKGATE_IMAGE=$$($(CURDIR)/scripts/build-image.sh) \
+	      RACKGATE_MOLECULE_INSTANCE=rg-$$(basename $$role | tr _ -) molecule test --all); \
 	  fi; \
 	done
 

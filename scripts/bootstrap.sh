@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install what rackgate needs on this machine, once: system packages (podman, runc,
-# debootstrap, and for the tests chromium) and the Python virtual environment .venv.
+# debootstrap, and for the tests chromium and promtool) and the Python virtual environment .venv.
 # Safe to run again: it only installs what is missing.
 #
-# Usage: scripts/bootstrap.sh [--test]     --test adds what `make test` needs (chromium)
+# Usage: scripts/bootstrap.sh [--test]     --test adds what `make test` needs (chromium, promtool)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,6 +17,7 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 declare -A needs=([podman]=podman [runc]=runc [debootstrap]=debootstrap
                   [ipmi_sim]=openipmi [ipmitool]=ipmitool)  # the demo rack's IPMI BMC
 $with_tests && needs[chromium]=chromium
+$with_tests && needs[promtool]=prometheus   # `promtool test rules` for the alert rules
 
 missing=()
 for cmd in "${!needs[@]}"; do
@@ -37,6 +38,13 @@ if ((${#missing[@]})); then
   fi
   say "installing ${missing[*]} with apt-get"
   export DEBIAN_FRONTEND=noninteractive
+  # Install tools, start no daemons (prometheus ships a server next to promtool):
+  # policy-rc.d answering 101 tells invoke-rc.d not to start services. An existing
+  # policy is left as it is.
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
