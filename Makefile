@@ -45,7 +45,7 @@ validate:
 	rackgate validate -i $(DEMO_INVENTORY) --profile demo
 
 lint:
-	ruff check validators tests
+	ruff check validators tests scripts bench
 	mypy
 	ansible-lint
 	python scripts/check-argument-specs.py

@@ -44,6 +44,11 @@ def parse_inventory_json(doc: Mapping[str, Any], sources: Sequence[str]) -> Inve
     ...     "all": {"children": ["compute"]}, "compute": {"hosts": ["n1"]}}, ["x"])
     >>> inv.hosts_in("all"), inv.hostvars["n1"]["a"]
     (['n1'], 1)
+
+    A declared group without hosts is there, and empty:
+
+    >>> parse_inventory_json({"all": {"children": ["gpu"]}}, ["x"]).hosts_in("gpu")
+    []
     """
     hostvars: dict[str, Mapping[str, Any]] = dict(doc.get("_meta", {}).get("hostvars", {}))
     direct = {g: v for g, v in doc.items() if g != "_meta" and isinstance(v, Mapping)}
@@ -56,7 +61,9 @@ def parse_inventory_json(doc: Mapping[str, Any], sources: Sequence[str]) -> Inve
                 hosts |= members(child, seen | {child})
         return hosts
 
-    groups = {g: frozenset(members(g, frozenset({g}))) for g in direct}
+    # ansible-inventory lists an empty group only among its parent's children.
+    named = set(direct) | {c for v in direct.values() for c in v.get("children", [])}
+    groups = {g: frozenset(members(g, frozenset({g}))) for g in named}
     for h in set().union(*groups.values()) if groups else set():
         hostvars.setdefault(h, {})
     return Inventory(tuple(sources), hostvars, groups)
