@@ -1,0 +1,197 @@
+"""Verify the gpu_driver role on the molecule instance (Debian 12, systemd as PID 1, podman).
+
+molecule.yml sets gpu_driver_nvswitch: true (as an HGX profile does) and
+gpu_driver_cuda_repo_required: false, because NVIDIA's CUDA repository is unreachable from
+the build machines: the scenario exercises the "repository unreachable" path on purpose.
+
+What is verified in the container:
+  * the role's deb822 source adds contrib/non-free/non-free-firmware for bookworm,
+    bookworm-updates and bookworm-security from the configured mirrors (the image has only main);
+  * the APT preferences file pins the driver packages to gpu_driver_version at priority 1001,
+    and `apt-cache policy` reports that pin as the installed and candidate version;
+  * the userspace packages (nvidia-smi, libnvidia-ml1, libnvidia-cfg1, libcuda1) are installed
+    at exactly the pinned version, and nvidia-persistenced (own version, contrib) is installed;
+  * libnvidia-ml.so.1 and libcuda.so.1 are in the linker cache;
+  * `nvidia-smi -L` runs and FAILS, as it must without a GPU or kernel module (its exit code
+    is non-zero and it is the one recorded in the fact file); success is never asserted;
+  * the nouveau blacklist file;
+  * nvidia-persistenced is enabled, its drop-in carries ConditionPathExists=/dev/nvidia0,
+    `systemd-analyze verify` accepts the unit with the drop-in, the unit is not failed
+    (its condition skips it), and systemd has no failed units at all;
+  * /etc/ansible/facts.d/rackgate_gpu_driver.fact: the skips are recorded with their reasons:
+    the CUDA repository (so Fabric Manager and DCGM are not installed: checked too, with no
+    repository file and no unit for them), the initramfs rebuild, the kernel module packages
+    (checked not installed: no dkms, no compiler), and the start of nvidia-persistenced;
+    reboot_required is false in a container.
+
+What cannot be verified in a container (and why):
+  * the kernel module: a container cannot build (DKMS) or load modules, so
+    nvidia-kernel-dkms, firmware-nvidia-gsp and the kernel headers are skipped, nothing
+    is loaded, and the reboot logic (gpu_driver_reboot_required, throttled reboot) does
+    not run; nouveau detection reads /sys/module, which shows the host's modules;
+  * `update-initramfs -u`: a container boots no initramfs (initramfs-tools is not installed);
+  * a working nvidia-smi, persistence mode, DCGM and Fabric Manager: no GPU, no NVSwitch,
+    and the CUDA repository (DCGM, Fabric Manager) is unreachable from the build machines,
+    so their installation, pinning and drop-ins for those two services are untested here;
+  * the container toolkit (off by default, its repository is unreachable too).
+
+When a test fails, the last 50 journal lines of the instance are printed with it.
+"""
+
+import json
+import os
+
+import pytest
+from testinfra.utils.ansible_runner import AnsibleRunner
+
+testinfra_hosts = [
+    f"podman://{name}"
+    for name in AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+]
+
+VERSION = "535.309.01-0+deb12u1"
+PINNED_PACKAGES = ["nvidia-smi", "libnvidia-ml1", "libnvidia-cfg1", "libcuda1"]
+NONFREE_SOURCES = "/etc/apt/sources.list.d/rackgate-debian-nonfree.sources"
+PIN_FILE = "/etc/apt/preferences.d/rackgate-nvidia-driver.pref"
+BLACKLIST = "/etc/modprobe.d/rackgate-blacklist-nouveau.conf"
+DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/50-rackgate-skip-without-device.conf"
+FACT = "/etc/ansible/facts.d/rackgate_gpu_driver.fact"
+
+
+@pytest.fixture(autouse=True)
+def journal_on_failure(request, host):
+    """Print the instance's journal after a test that failed."""
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        journal = host.run("journalctl -n 50 --no-pager")
+        print(f"--- journalctl -n 50 --no-pager (rc={journal.rc}) ---")
+        print(journal.stdout or journal.stderr)
+
+
+@pytest.fixture(scope="module")
+def fact(host):
+    return json.loads(host.file(FACT).content_string)
+
+
+def _skip(fact, step):
+    matches = [entry for entry in fact["skipped"] if entry["step"] == step]
+    assert len(matches) == 1, f"step {step!r} not recorded once in {fact['skipped']}"
+    return matches[0]["reason"]
+
+
+def test_nonfree_sources(host):
+    text = host.file(NONFREE_SOURCES).content_string
+    assert "URIs: http://deb.debian.org/debian\n" in text
+    assert "Suites: bookworm bookworm-updates\n" in text
+    assert "URIs: http://deb.debian.org/debian-security\n" in text
+    assert "Suites: bookworm-security\n" in text
+    assert text.count("Components: contrib non-free non-free-firmware\n") == 2
+
+
+def test_pin_file(host):
+    pin = host.file(PIN_FILE)
+    assert pin.mode == 0o644
+    lines = pin.content_string.splitlines()
+    assert f"Pin: version {VERSION}" in lines
+    assert "Pin-Priority: 1001" in lines
+    package_line = next(line for line in lines if line.startswith("Package:"))
+    assert "nvidia-*" in package_line.split() and "libcuda1" in package_line.split()
+
+
+@pytest.mark.parametrize("name", PINNED_PACKAGES)
+def test_pinned_package_installed_at_version(host, name):
+    package = host.package(name)
+    assert package.is_installed, f"{name} is not installed"
+    assert package.version == VERSION
+
+
+@pytest.mark.parametrize("name", PINNED_PACKAGES)
+def test_apt_policy_applies_the_pin(host, name):
+    policy = host.check_output(f"apt-cache policy {name}")
+    assert f"Installed: {VERSION}" in policy
+    assert f"Candidate: {VERSION}" in policy
+    assert f"{VERSION} 1001" in policy, policy
+
+
+def test_persistenced_installed(host):
+    assert host.package("nvidia-persistenced").is_installed
+
+
+@pytest.mark.parametrize("library", ["libnvidia-ml.so.1", "libcuda.so.1"])
+def test_driver_libraries_in_linker_cache(host, library):
+    assert library in host.check_output("ldconfig -p")
+
+
+def test_nvidia_smi_fails_honestly_without_gpu(host, fact):
+    assert host.file("/usr/bin/nvidia-smi").is_file
+    result = host.run("nvidia-smi -L")
+    # No GPU, no kernel module: it must fail, and the role must have recorded that.
+    assert result.rc != 0, f"nvidia-smi succeeded in a container?\n{result.stdout}"
+    assert fact["nvidia_smi_rc"] == result.rc
+
+
+def test_kernel_module_packages_not_installed(host, fact):
+    for name in ("nvidia-kernel-dkms", "firmware-nvidia-gsp", "dkms", "gcc"):
+        assert not host.package(name).is_installed, f"{name} installed in a container"
+    assert "container (podman)" in _skip(fact, "kernel-module")
+    assert "nvidia-kernel-dkms" in _skip(fact, "kernel-module")
+
+
+def test_nouveau_blacklist(host):
+    lines = host.file(BLACKLIST).content_string.splitlines()
+    assert "blacklist nouveau" in lines
+    assert "options nouveau modeset=0" in lines
+
+
+def test_initramfs_skip_recorded(host, fact):
+    assert not host.exists("update-initramfs")
+    assert "boots no initramfs" in _skip(fact, "initramfs")
+
+
+def test_persistenced_enabled_with_dropin(host):
+    assert host.service("nvidia-persistenced").is_enabled
+    lines = host.file(DROPIN).content_string.splitlines()
+    assert "[Unit]" in lines
+    assert "ConditionPathExists=/dev/nvidia0" in lines
+    shown = host.check_output("systemctl show -p DropInPaths --value nvidia-persistenced")
+    assert DROPIN in shown.split()
+
+
+def test_persistenced_unit_verifies(host):
+    result = host.run("systemd-analyze verify nvidia-persistenced.service")
+    assert result.rc == 0, result.stderr
+
+
+def test_persistenced_skipped_not_failed(host, fact):
+    state = host.run("systemctl is-failed nvidia-persistenced").stdout.strip()
+    assert state == "inactive", state
+    assert "/dev/nvidia0 does not exist" in _skip(fact, "start-nvidia-persistenced")
+
+
+def test_no_failed_units(host):
+    failed = host.check_output("systemctl list-units --failed --plain --no-legend")
+    assert failed == "", failed
+
+
+def test_cuda_repository_skip_recorded(host, fact):
+    reason = _skip(fact, "cuda-repository")
+    assert "developer.download.nvidia.com" in reason
+    assert "did not answer" in reason
+    assert "nvidia-fabricmanager-535" in reason and "datacenter-gpu-manager" in reason
+    assert fact["repositories"] == {"cuda": False}
+    assert not host.file("/etc/apt/sources.list.d/rackgate-cuda.sources").exists
+    for name in ("nvidia-fabricmanager-535", "datacenter-gpu-manager"):
+        assert not host.package(name).is_installed
+    assert fact["services"] == ["nvidia-persistenced"]
+
+
+def test_fact_file_summary(host, fact):
+    assert host.file(FACT).mode == 0o644
+    assert fact["role"] == "gpu_driver"
+    assert fact["driver_version"] == VERSION
+    assert fact["driver_upstream_version"] == "535.309.01"
+    assert fact["in_container"] is True
+    assert fact["nvswitch"] is True
+    assert fact["reboot_required"] is False
+    assert fact["reboot_reasons"] == []
