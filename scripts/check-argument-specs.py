@@ -11,7 +11,9 @@ role under roles/ this script reports:
   * an option whose spec `default` differs from the value in defaults/main.yml;
   * an option not named `<role>_*`;
   * a `<role>_*` name used in the role's README.md or molecule/ YAML that the spec lacks
-    (a test or document that sets or describes a variable nothing reads).
+    (a test or document that sets or describes a variable nothing reads). Facts the role
+    sets for its callers with `set_fact` in tasks/ (e.g. `<role>_reboot_required`) are
+    outputs, not options, and may be documented.
 
 Usage: scripts/check-argument-specs.py [ROLES_DIR]   (default: roles/ next to scripts/)
 Exit status: 0 all roles agree, 1 differences found (listed on stderr), 2 unreadable input.
@@ -94,9 +96,35 @@ def check_role(role_dir: Path) -> list[str]:
     return problems
 
 
-def check_mentions(role_dir: Path, options: set[str]) -> list[str]:
-    """Report `<role>_*` names in the README and molecule YAML that the spec lacks."""
+def output_facts(role_dir: Path) -> set[str]:
+    """`<role>_*` names the role's tasks set with set_fact: results its callers may read."""
     role = role_dir.name
+    names: set[str] = set()
+    for path in sorted((role_dir / "tasks").glob("*.yml")):
+        for task in _tasks(load_yaml(path)):
+            facts = task.get("ansible.builtin.set_fact") or task.get("set_fact")
+            if isinstance(facts, dict):
+                names |= {k for k in facts if k.startswith(f"{role}_")}
+    return names
+
+
+def _tasks(doc: Any) -> list[dict[str, Any]]:
+    """Every task of a task file, blocks (block/rescue/always) flattened."""
+    found: list[dict[str, Any]] = []
+    for item in doc or []:
+        if not isinstance(item, dict):
+            continue
+        found.append(item)
+        for key in ("block", "rescue", "always"):
+            found.extend(_tasks(item.get(key)))
+    return found
+
+
+def check_mentions(role_dir: Path, options: set[str]) -> list[str]:
+    """Report `<role>_*` names in the README and molecule YAML that are neither options of the
+    spec nor facts the role sets."""
+    role = role_dir.name
+    options = options | output_facts(role_dir)
     pattern = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(role)}_[a-z0-9_]*[a-z0-9]")
     files = [role_dir / "README.md"]
     molecule_dir = role_dir / "molecule"
