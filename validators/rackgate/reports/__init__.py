@@ -31,8 +31,10 @@ def _profile_doc(profile: Profile) -> dict[str, Any]:
 def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Profile,
                     locations: Mapping[str, str],
                     evidence_sha256: Mapping[tuple[str, str], str],
-                    node_profiles: Mapping[str, Profile] | None = None) -> dict[str, Any]:
-    """The JSON report as a dict."""
+                    node_profiles: Mapping[str, Profile] | None = None,
+                    pairwise: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The JSON report as a dict; ``pairwise`` are judged node-pair matrices, already in
+    their report form (``rackgate.pairs.PairwiseMatrix.to_doc()``), added only when given."""
     statuses = Counter(r.status.label for n in rack.nodes for r in n.results)
     nodes = []
     for n in rack.nodes:
@@ -60,7 +62,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
                 "details": r.details,
             } for r in n.results],
         })
-    return {
+    doc: dict[str, Any] = {
         "schema": SCHEMA,
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "run": dict(manifest),
@@ -75,6 +77,9 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
         },
         "nodes": nodes,
     }
+    if pairwise:
+        doc["pairwise"] = [dict(m) for m in pairwise]
+    return doc
 
 
 def checks_in(doc: Mapping[str, Any]) -> Sequence[str]:
