@@ -97,12 +97,14 @@ def _build_registry() -> dict[str, Check]:
         gpu,
         identity,
         infiniband,
+        nccl,
         redundancy,
         topology,
     )
 
     registry: dict[str, Check] = {}
-    for module in (identity, conformance, gpu, topology, infiniband, redundancy, cooling, fio):
+    for module in (identity, conformance, gpu, topology, infiniband, redundancy, cooling, fio,
+                   nccl):
         for check in module.CHECKS:
             if check.name in registry:
                 raise RuntimeError(f"check {check.name} is registered twice")
