@@ -3,7 +3,8 @@
 # debootstrap, and for the tests chromium and promtool) and the Python virtual environment .venv.
 # Safe to run again: it only installs what is missing.
 #
-# Usage: scripts/bootstrap.sh [--test]     --test adds what `make test` needs (chromium, promtool)
+# Usage: scripts/bootstrap.sh [--test]     --test adds what `make test` needs (chromium,
+#                                          promtool, Open MPI with mpi4py)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,11 +19,16 @@ declare -A needs=([podman]=podman [runc]=runc [debootstrap]=debootstrap
                   [ipmi_sim]=openipmi [ipmitool]=ipmitool)  # the demo rack's IPMI BMC
 $with_tests && needs[chromium]=chromium
 $with_tests && needs[promtool]=prometheus   # `promtool test rules` for the alert rules
+$with_tests && needs[mpirun]=openmpi-bin    # the MPI probe is run for real in the unit tests
 
 missing=()
 for cmd in "${!needs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=("${needs[$cmd]}")
 done
+# ... with Debian's mpi4py for the system python3 the probe runs under
+if $with_tests && ! /usr/bin/python3 -c 'import mpi4py' >/dev/null 2>&1; then
+  missing+=(python3-mpi4py)
+fi
 py_ok=true
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || py_ok=false
 if $py_ok && [[ ! -x "$venv/bin/python" ]]; then

@@ -127,8 +127,10 @@ def hostfile(launch: Launch) -> str:
     return "".join(f"{node} slots={launch.tasks_per_node}\n" for node in launch.nodes)
 
 
-def mpirun_argv(launch: Launch, hostfile_path: str, allow_run_as_root: bool = False) -> list[str]:
-    """The Open MPI ``mpirun`` command line; ``hostfile_path`` holds :func:`hostfile`.
+def mpirun_argv(launch: Launch, hostfile_path: str | None,
+                allow_run_as_root: bool = False) -> list[str]:
+    """The Open MPI ``mpirun`` command line; ``hostfile_path`` holds :func:`hostfile`, or
+    with None the nodes and their slots go on the command line (``--host a:8,b:8``).
 
     >>> mpirun_argv(Launch(nodes=("a", "b"), tasks_per_node=1, program=("hostname",),
     ...                    env={"NCCL_DEBUG": "WARN"}), "/tmp/hosts")
@@ -136,7 +138,11 @@ def mpirun_argv(launch: Launch, hostfile_path: str, allow_run_as_root: bool = Fa
     ['mpirun', '--hostfile', '/tmp/hosts', '-np', '2', '--map-by', 'ppr:1:node',
      '--bind-to', 'none', '--tag-output', '-x', 'NCCL_DEBUG=WARN', 'hostname']
     """
-    argv = ["mpirun", "--hostfile", hostfile_path, "-np", str(launch.ntasks),
+    if hostfile_path is None:
+        where = ["--host", ",".join(f"{n}:{launch.tasks_per_node}" for n in launch.nodes)]
+    else:
+        where = ["--hostfile", hostfile_path]
+    argv = ["mpirun", *where, "-np", str(launch.ntasks),
             "--map-by", f"ppr:{launch.tasks_per_node}:node", "--bind-to", "none",
             "--tag-output"]
     if allow_run_as_root:

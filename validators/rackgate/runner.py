@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -91,6 +91,28 @@ def select_checks(profile: Profile, names_or_tags: Sequence[str] | None) -> list
                        f"({', '.join(c.name for c in wanted)})")
     return checks
 
+
+LAUNCH_HOST_VAR = "rackgate_launch_host"
+LAUNCH_GROUP = "slurm_controller"
+
+
+def launch_host(inv: Inventory, hosts: Sequence[str]) -> str | None:
+    """Where multi-node checks are launched from: the nodes' ``rackgate_launch_host``
+    (they must agree), else the first host of group ``slurm_controller``, else None."""
+    named = sorted({str(v) for h in hosts if (v := inv.hostvars[h].get(LAUNCH_HOST_VAR))})
+    if len(named) > 1:
+        raise RunError(f"the nodes under test disagree on {LAUNCH_HOST_VAR}: {named}")
+    if named:
+        if named[0] not in inv.hostvars:
+            raise RunError(f"{LAUNCH_HOST_VAR} {named[0]!r} is not a host of inventory "
+                           f"{', '.join(inv.sources)}")
+        return named[0]
+    controllers = sorted(inv.groups.get(LAUNCH_GROUP, ()))
+    return controllers[0] if controllers else None
+
+
+NO_LAUNCH_HOST = (f"no launch host for multi-node checks: set {LAUNCH_HOST_VAR} for the "
+                  f"nodes, or put the scheduler's controller in inventory group {LAUNCH_GROUP}")
 
 OVERRIDES_VAR = "rackgate_profile_overrides"
 
@@ -174,6 +196,8 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         "run_dir": str(run_dir.resolve()),
         "hosts": [{"name": h, "location": inv.location(h),
                    "profile_overrides": overrides[h]} for h in hosts],
+        "launch_host": (launch_host(inv, hosts)
+                        if any(c.runs_on == "launcher" for c in selected) else None),
         **versions(),
     }
     write_json(run_dir / "manifest.json", manifest)
@@ -215,8 +239,13 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
                              {h["name"]: h.get("profile_overrides") for h in manifest["hosts"]})
     selected = [REGISTRY[c] for c in manifest["checks"] if c in REGISTRY]
     store = EvidenceStore(run_dir)
-    pending = [(h["name"], c) for h in manifest["hosts"] for c in selected
-               if not store.has_usable(h["name"], c.name)]
+    launcher = manifest.get("launch_host")
+    nodes = [h["name"] for h in manifest["hosts"]]
+    pending = [(h, c) for h in nodes for c in selected
+               if c.runs_on != "launcher" and not store.has_usable(h, c.name)]
+    # A multi-node check runs once, on the launch host, across every node under test.
+    pending += [(launcher, c) for c in selected if c.runs_on == "launcher" and launcher
+                and not store.has_usable(launcher, c.name)]
     on_plan(selected, {c.name: sum(1 for _, pc in pending if pc is c) for c in selected})
 
     tasks = []
@@ -229,17 +258,21 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
         if host not in inv.hostvars:
             not_run(f"inventory host {host} is no longer in {', '.join(inv.sources)}")
             continue
-        cp = profiles[host].check(check.name)
+        # A launched check is configured by the rack's profile (the first node's).
+        profile = profiles[nodes[0]] if check.runs_on == "launcher" else profiles[host]
+        cp = profile.check(check.name)
         if cp is None:
             not_run(f"the profile of inventory host {host} has no {check.name}")
             continue
-        if not_applicable(host, check, profiles[host]) is not None:
+        if not_applicable(host, check, profile) is not None:
             progress(host, check.name, "skipped")  # judged as skip: nothing to collect
             continue
         params = check.params_model.model_validate(cp.params)
+        cmd_vars = _command_vars(host, inv.hostvars[host], profile)
+        if check.runs_on == "launcher":
+            cmd_vars["rackgate_nodes"] = nodes
         try:
-            argv = check.command(params, _command_vars(host, inv.hostvars[host],
-                                                       profiles[host]))
+            argv = check.command(params, cmd_vars)
         except CommandError as exc:
             not_run(f"inventory host {host}: {exc}")
             continue
@@ -276,6 +309,7 @@ class _JudgeJob:
     checks: list[str]
     profiles: Mapping[str, Profile]  # what each host is judged with
     collected_with: Mapping[str, Profile]  # what each host's evidence was collected with
+    launch_host: str | None = None  # where multi-node checks ran (their evidence is there)
 
 
 Judged = tuple[list[Result], dict[tuple[str, str], str]]  # results, evidence sha256
@@ -301,8 +335,14 @@ def _judge_hosts(job: _JudgeJob, hosts: Sequence[str]) -> Judged:
                 if skipped is not None:
                     judged.append(skipped)
                     continue
+                ev_host = host
+                if check.runs_on == "launcher":
+                    if job.launch_host is None:
+                        judged.append(missing_evidence(host, name, NO_LAUNCH_HOST))
+                        continue
+                    ev_host = job.launch_host  # one job across the nodes: one evidence
                 try:
-                    ev, stdout = store.read(host, name)
+                    ev, stdout = store.read(ev_host, name)
                 except EvidenceError as exc:
                     judged.append(missing_evidence(host, name, str(exc)))
                     continue
@@ -314,7 +354,8 @@ def _judge_hosts(job: _JudgeJob, hosts: Sequence[str]) -> Judged:
                 if then is not now and mismatches[key]:
                     judged.append(missing_evidence(host, name, mismatches[key]))
                     continue
-                judged.append(judge_evidence(check, ev, stdout, now))
+                result = judge_evidence(check, ev, stdout, now)
+                judged.append(result if ev_host == host else replace(result, node=host))
     finally:
         if gc_was_on:
             gc.enable()
@@ -380,7 +421,8 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     collected_with = profiles if profile is None else node_profiles(recorded, overrides)
     profile = profile or recorded
     judged, digests = _judge_all(_JudgeJob(run_dir, [h["name"] for h in hosts],
-                                           list(manifest["checks"]), profiles, collected_with))
+                                           list(manifest["checks"]), profiles, collected_with,
+                                           manifest.get("launch_host")))
     per_node: dict[str, list[Result]] = {h["name"]: [] for h in hosts}
     for r in flag_peer_outliers(judged):
         per_node[r.node].append(r)

@@ -49,7 +49,11 @@ class Check:
     optional_metrics: frozenset[str] = frozenset()
     # "node": the command runs on the node. "control": it runs on the host running
     # rackgate (BMC queries: the BMC network is reached from there, not from the node).
-    runs_on: Literal["node", "control"] = "node"
+    # "launcher": it runs once per run, on the launch host (rackgate_launch_host, else the
+    # first host of group slurm_controller), and launches a job across every node under
+    # test (srun, mpirun); its command sees those nodes as hostvars["rackgate_nodes"], and
+    # each node is judged from that one evidence file.
+    runs_on: Literal["node", "control", "launcher"] = "node"
     # environment variable -> inventory variable holding its value (secrets such as BMC
     # passwords): set for the command only, never in argv, evidence or reports
     secret_env: Mapping[str, str] = field(default_factory=dict)
@@ -97,6 +101,7 @@ def _build_registry() -> dict[str, Check]:
         gpu,
         identity,
         infiniband,
+        mpi,
         nccl,
         redundancy,
         topology,
@@ -104,7 +109,7 @@ def _build_registry() -> dict[str, Check]:
 
     registry: dict[str, Check] = {}
     for module in (identity, conformance, gpu, topology, infiniband, redundancy, cooling, fio,
-                   nccl):
+                   nccl, mpi):
         for check in module.CHECKS:
             if check.name in registry:
                 raise RuntimeError(f"check {check.name} is registered twice")

@@ -1,0 +1,141 @@
+"""mpi.allreduce: the probe run for real under mpirun, its parser, its judge, and the
+runner judging every node of a multi-node job from the launch host's one evidence file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rackgate.checks import REGISTRY
+from rackgate.checks.mpi import AllreduceParams, judge_allreduce
+from rackgate.evidence import EvidenceStore, write_json
+from rackgate.parsers import ParseError
+from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
+from rackgate.probes import source
+from rackgate.profile import load_profile, profile_from_document
+from rackgate.runner import MANIFEST_SCHEMA, NO_LAUNCH_HOST, judge_run, verify_report
+
+CHECK = REGISTRY["mpi.allreduce"]
+PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576)
+FLOOR = {"unit": "GB/s", "ref": 0.05, "min_ratio": 1.0, "limit": False,
+         "basis": "test floor"}
+
+
+def thresholds(ref: float = 0.05):
+    profile = profile_with_mpi(ref)
+    return profile.check("mpi.allreduce").thresholds  # type: ignore[union-attr]
+
+
+def profile_with_mpi(ref: float = 0.05):
+    doc = dict(load_profile("demo").raw)
+    doc["checks"] = {**doc["checks"], "mpi.allreduce": {
+        "params": PARAMS.model_dump(exclude_defaults=True),
+        "thresholds": {"busbw": {**FLOOR, "ref": ref}}}}
+    return profile_from_document(doc, "demo + mpi.allreduce (test)")
+
+
+def test_the_probe_measures_for_real_under_mpirun() -> None:
+    """Two ranks on this machine: a real measurement, judged honestly as not multi-node."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.fail("mpirun not found: scripts/bootstrap.sh --test installs openmpi-bin "
+                    "and python3-mpi4py")
+    run = subprocess.run(
+        [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", "/usr/bin/python3",
+         "-c", source("mpi_allreduce"), "8192", "1048576", "--iters", "3", "--warmup", "1"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    parsed = parse_mpi_allreduce(run.stdout)
+    assert parsed.ranks == 2 and len(parsed.hosts) == 2
+    assert [r.size_bytes for r in parsed.rows] == [8192, 1048576]
+    assert all(r.wrong == 0 and r.busbw_gbps > 0 and r.time_us > 0 for r in parsed.rows)
+    # busbw of a 2-rank all-reduce is its algbw (2(n-1)/n = 1)
+    assert all(abs(r.busbw_gbps - r.algbw_gbps) < 1e-12 for r in parsed.rows)
+    judged = judge_allreduce(parsed, AllreduceParams(sizes=[8192, 1048576],
+                                                     judge_min_bytes=1048576),
+                             thresholds(), load_profile("demo").model.hardware)
+    assert judged.status.label == "error"
+    assert "ran on one host" in judged.message
+
+
+def test_healthy_two_node_run_passes_with_the_median_of_the_large_sizes(fixture_text) -> None:
+    run = parse_mpi_allreduce(fixture_text("mpi/allreduce-2nodes-srun-healthy.txt"))
+    assert run.hosts == ("rg-node01", "rg-node02")
+    j = judge_allreduce(run, PARAMS, thresholds(), load_profile("demo").model.hardware)
+    assert j.status.label == "pass"
+    assert j.measured == pytest.approx((0.3732 + 0.4029) / 2)  # not the 1 KiB row
+    assert j.details["busbw_gbps@1024"] == 0.0167
+
+
+def test_slow_path_fails_naming_the_figure(fixture_text) -> None:
+    run = parse_mpi_allreduce(fixture_text("mpi/allreduce-2nodes-srun-healthy.txt"))
+    j = judge_allreduce(run, PARAMS, thresholds(ref=1.0), load_profile("demo").model.hardware)
+    assert j.status.label == "fail"
+    assert "0.388" in j.message and ">= 1 GB/s" in j.expected
+
+
+def test_wrong_elements_fail_even_when_fast(fixture_text) -> None:
+    run = parse_mpi_allreduce(fixture_text("mpi/allreduce-2nodes-wrong-elements.txt"))
+    j = judge_allreduce(run, PARAMS, thresholds(), load_profile("demo").model.hardware)
+    assert j.status.label == "fail"
+    assert "17 wrong element(s) at 4194304 bytes" in j.message
+
+
+def test_no_probe_output_is_refused(fixture_text) -> None:
+    with pytest.raises(ParseError, match="no mpi_allreduce probe header"):
+        parse_mpi_allreduce(fixture_text("mpi/allreduce-no-rank-started.txt"))
+    with pytest.raises(ParseError, match="printed no message size"):
+        parse_mpi_allreduce('{"probe": "mpi_allreduce", "ranks": 2, "hosts": ["a", "b"]}')
+    with pytest.raises(ParseError, match="'busbw_gbps' should be a float"):
+        parse_mpi_allreduce('{"probe": "mpi_allreduce", "ranks": 2, "hosts": ["a", "b"]}\n'
+                            '{"bytes": 8, "iters": 1, "time_us": 1, "algbw_gbps": 1, '
+                            '"busbw_gbps": "fast", "wrong": 0}')
+
+
+def test_params_refuse_a_sweep_that_judges_nothing() -> None:
+    with pytest.raises(ValueError, match="no size in"):
+        AllreduceParams(sizes=[1024], judge_min_bytes=1 << 20)
+
+
+def stored_run(tmp_path: Path, stdout: str | None, launch_host: str | None) -> Path:
+    run_dir = tmp_path / "runs" / "mpi-run"
+    run_dir.mkdir(parents=True)
+    profile = profile_with_mpi()
+    write_json(run_dir / "manifest.json", {
+        "schema": MANIFEST_SCHEMA, "run_id": "mpi-run", "started": "t0", "finished": "t1",
+        "inventory": ["inv"], "group": "compute", "limit": None, "checks": ["mpi.allreduce"],
+        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
+                    "document": dict(profile.raw)},
+        "hosts": [{"name": h, "location": "", "profile_overrides": {}}
+                  for h in ("rg-node01", "rg-node02")],
+        "launch_host": launch_host, "rackgate_version": "0", "ansible_core_version": "0"})
+    if stdout is not None and launch_host:
+        EvidenceStore(run_dir).write(launch_host, "mpi.allreduce", stdout,
+                                     argv=("timeout", "srun"), outcome="completed", rc=0,
+                                     started=None, ended=None, duration_s=3.0, stderr="",
+                                     message="")
+    return run_dir
+
+
+def test_every_node_is_judged_from_the_launch_hosts_evidence(tmp_path, fixture_text) -> None:
+    run = stored_run(tmp_path, fixture_text("mpi/allreduce-2nodes-srun-healthy.txt"), "rg-head")
+    outcome = judge_run(run)
+    doc = json.loads(outcome.report_json.read_text())
+    results = {n["name"]: n["results"][0] for n in doc["nodes"]}
+    assert set(results) == {"rg-node01", "rg-node02"}  # the launch host is not a node
+    for r in results.values():
+        assert r["check"] == "mpi.allreduce" and r["status"] == "pass"
+        assert r["evidence"] == "evidence/rg-head/mpi.allreduce.out"
+    assert outcome.rack.verdict.name == "ACCEPT"
+    assert verify_report(outcome.report_json) == (2, [])
+
+
+def test_without_a_launch_host_every_node_is_an_error(tmp_path) -> None:
+    doc = json.loads(judge_run(stored_run(tmp_path, None, None)).report_json.read_text())
+    for node in doc["nodes"]:
+        assert node["results"][0]["status"] == "error"
+        assert node["results"][0]["message"].endswith(NO_LAUNCH_HOST)
