@@ -32,9 +32,9 @@ def test_srun_environment_keeps_commas_in_one_word() -> None:
     assert not any(a.startswith("--export") for a in argv)
 
 
-def test_srun_partition_and_gres() -> None:
-    argv = srun_argv(launch(partition="gpu", gpus_per_node=8), job_name="j")
-    assert "--partition=gpu" in argv and "--gres=gpu:8" in argv
+def test_srun_partition_gres_and_queue_wait() -> None:
+    argv = srun_argv(launch(partition="gpu", gpus_per_node=8, queue_wait_s=60), job_name="j")
+    assert "--partition=gpu" in argv and "--gres=gpu:8" in argv and "--immediate=60" in argv
     assert argv.index("--gres=gpu:8") < argv.index("/opt/nccl-tests/build/all_reduce_perf")
 
 
@@ -57,6 +57,7 @@ def test_mpirun_hostfile_and_environment() -> None:
     ({"env": {"NCCL IB": "x"}}, "'NCCL IB' is not an environment variable name"),
     ({"env": {"NCCL_DEBUG": "a\nb"}}, "NCCL_DEBUG contains a newline"),
     ({"gpus_per_node": 0}, "gpus_per_node must be >= 1"),
+    ({"queue_wait_s": 0}, "queue_wait_s must be >= 1"),
 ])
 def test_bad_launches_are_refused_naming_the_value(kw: dict[str, object], message: str) -> None:
     with pytest.raises(LaunchError, match=message.replace("[", r"\[")):

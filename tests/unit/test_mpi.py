@@ -101,7 +101,8 @@ def test_params_refuse_a_sweep_that_judges_nothing() -> None:
         AllreduceParams(sizes=[1024], judge_min_bytes=1 << 20)
 
 
-def stored_run(tmp_path: Path, stdout: str | None, launch_host: str | None) -> Path:
+def stored_run(tmp_path: Path, stdout: str | None, launch_host: str | None,
+               nodes: tuple[str, ...] = ("rg-node01", "rg-node02")) -> Path:
     run_dir = tmp_path / "runs" / "mpi-run"
     run_dir.mkdir(parents=True)
     profile = profile_with_mpi()
@@ -111,7 +112,7 @@ def stored_run(tmp_path: Path, stdout: str | None, launch_host: str | None) -> P
         "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
                     "document": dict(profile.raw)},
         "hosts": [{"name": h, "location": "", "profile_overrides": {}}
-                  for h in ("rg-node01", "rg-node02")],
+                  for h in nodes],
         "launch_host": launch_host, "rackgate_version": "0", "ansible_core_version": "0"})
     if stdout is not None and launch_host:
         EvidenceStore(run_dir).write(launch_host, "mpi.allreduce", stdout,
@@ -139,3 +140,10 @@ def test_without_a_launch_host_every_node_is_an_error(tmp_path) -> None:
     for node in doc["nodes"]:
         assert node["results"][0]["status"] == "error"
         assert node["results"][0]["message"].endswith(NO_LAUNCH_HOST)
+
+
+def test_a_run_with_one_node_skips_the_multi_node_check(tmp_path) -> None:
+    doc = json.loads(judge_run(stored_run(tmp_path, None, "rg-head", ("rg-node01",)))
+                     .report_json.read_text())
+    (result,) = doc["nodes"][0]["results"]
+    assert result["status"] == "skip" and "one node under test" in result["message"]

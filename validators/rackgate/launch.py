@@ -62,6 +62,9 @@ class Launch:
     mpi: MpiPlugin = "pmix"
     partition: str | None = None
     gpus_per_node: int | None = None  # --gres=gpu:N (SLURM) where the partition needs it
+    # srun --immediate: give up when the nodes are not allocated within this many seconds
+    # (a node that is down or drained), instead of waiting in the queue for the time limit
+    queue_wait_s: int | None = None
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -77,6 +80,8 @@ class Launch:
             raise LaunchError("launch: no program given")
         if self.timeout_s < 1:
             raise LaunchError(f"launch: timeout_s must be >= 1, got {self.timeout_s}")
+        if self.queue_wait_s is not None and self.queue_wait_s < 1:
+            raise LaunchError(f"launch: queue_wait_s must be >= 1, got {self.queue_wait_s}")
         if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise LaunchError(f"launch: gpus_per_node must be >= 1, got {self.gpus_per_node}")
         for name, value in self.env.items():
@@ -112,6 +117,8 @@ def srun_argv(launch: Launch, job_name: str) -> list[str]:
         argv.insert(2, f"--partition={launch.partition}")
     if launch.gpus_per_node:
         argv.insert(-2, f"--gres=gpu:{launch.gpus_per_node}")
+    if launch.queue_wait_s:
+        argv.insert(-2, f"--immediate={launch.queue_wait_s}")
     if launch.env:
         argv += ["env", *_env_words(launch.env)]
     return argv + list(launch.program)

@@ -28,7 +28,7 @@ from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, write_
 from rackgate.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.inventory import Inventory, load_inventory
 from rackgate.judge import judge_evidence, missing_evidence, not_applicable
-from rackgate.model import RackVerdict, Result, node_verdict, rack_verdict
+from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
 from rackgate.peers import flag_peer_outliers
 from rackgate.profile import (
     Profile,
@@ -245,7 +245,7 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
                if c.runs_on != "launcher" and not store.has_usable(h, c.name)]
     # A multi-node check runs once, on the launch host, across every node under test.
     pending += [(launcher, c) for c in selected if c.runs_on == "launcher" and launcher
-                and not store.has_usable(launcher, c.name)]
+                and len(nodes) > 1 and not store.has_usable(launcher, c.name)]
     on_plan(selected, {c.name: sum(1 for _, pc in pending if pc is c) for c in selected})
 
     tasks = []
@@ -282,9 +282,16 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory, 
         tasks.append(Task(host, check.name, tuple(argv), check.timeout_s(params),
                           on_control=check.runs_on == "control",
                           secret_env=tuple(sorted(check.secret_env.items()))))
-    status = collect(tasks, inv.sources, store, forks=forks, progress=progress)
+    # Multi-node jobs run after every node's own benchmarks have finished, never beside
+    # them: a job across the nodes would load the very nodes fio is measuring.
+    launched = {c.name for c in selected if c.runs_on == "launcher"}
+    phases = [[t for t in tasks if t.check not in launched],
+              [t for t in tasks if t.check in launched]]
+    statuses = [collect(phase, inv.sources, store, forks=forks, progress=progress)
+                for phase in phases if phase]
     manifest["finished"] = _now()
-    manifest["ansible_runner_status"] = status
+    manifest["ansible_runner_status"] = next(
+        (s for s in statuses if s != "successful"), "successful")
     write_json(run_dir / "manifest.json", manifest)
     return judge_run(run_dir)
 
@@ -337,6 +344,11 @@ def _judge_hosts(job: _JudgeJob, hosts: Sequence[str]) -> Judged:
                     continue
                 ev_host = host
                 if check.runs_on == "launcher":
+                    if len(job.hosts) < 2:
+                        judged.append(Result(host, name, Status.SKIP,
+                                             "a multi-node check, and this run has one node "
+                                             "under test (--limit or --group)"))
+                        continue
                     if job.launch_host is None:
                         judged.append(missing_evidence(host, name, NO_LAUNCH_HOST))
                         continue

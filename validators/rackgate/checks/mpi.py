@@ -44,6 +44,9 @@ class AllreduceParams(BaseModel):
     mpi: Literal["pmix", "pmi2", "none"] = Field(
         default="pmix", description="srun --mpi plugin (Open MPI needs pmix)")
     partition: str | None = None
+    queue_wait_s: int | None = Field(
+        default=60, ge=1, description="srun --immediate: fail when the nodes are not "
+                                      "allocated within this time (a node down or drained)")
     tasks_per_node: int = Field(default=1, ge=1, le=256)
     sizes: list[int] = Field(default=[1 << 10, 1 << 16, 1 << 20, 1 << 22, 1 << 24],
                              min_length=1, description="message sizes, bytes")
@@ -74,7 +77,8 @@ def allreduce_command(p: AllreduceParams, hostvars: Mapping[str, Any]) -> list[s
                "--iters", str(p.iters), "--warmup", str(p.warmup))
     try:
         launch = Launch(nodes=tuple(nodes), tasks_per_node=p.tasks_per_node, program=program,
-                        timeout_s=p.timeout_s, mpi=p.mpi, partition=p.partition)
+                        timeout_s=p.timeout_s, mpi=p.mpi, partition=p.partition,
+                        queue_wait_s=p.queue_wait_s)
     except LaunchError as exc:
         raise CommandError(str(exc)) from None
     if p.launcher == "mpirun":
