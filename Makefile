@@ -55,14 +55,9 @@ lint:
 unit:
 	pytest -m "not e2e"
 
+# Every role's scenarios, a few roles at a time (JOBS=1 for one after the other).
 molecule:
-	@for role in roles/*/; do \
-	  if [[ -d $$role/molecule ]]; then \
-	    echo "== molecule test: $$role"; \
-	    (cd $$role && RACKGATE_IMAGE=$$($(CURDIR)/scripts/build-image.sh) \
-	      RACKGATE_MOLECULE_INSTANCE=rg-$$(basename $$role | tr _ -) molecule test --all); \
-	  fi; \
-	done
+	scripts/molecule-all.sh
 
 e2e:
 	pytest -m e2e tests/e2e
