@@ -13,7 +13,8 @@ role under roles/ this script reports:
   * a `<role>_*` name used in the role's README.md or molecule/ YAML that the spec lacks
     (a test or document that sets or describes a variable nothing reads). Facts the role
     sets for its callers with `set_fact` in tasks/ (e.g. `<role>_reboot_required`) are
-    outputs, not options, and may be documented.
+    outputs, not options, and may be documented; so may the inventory group names that
+    `<role>_*_group` options default to (`slurm_controller`).
 
 Usage: scripts/check-argument-specs.py [ROLES_DIR]   (default: roles/ next to scripts/)
 Exit status: 0 all roles agree, 1 differences found (listed on stderr), 2 unreadable input.
@@ -92,7 +93,11 @@ def check_role(role_dir: Path) -> list[str]:
                 f"defaults/main.yml: {defaults[name]!r}"
             )
 
-    problems.extend(check_mentions(role_dir, set(options)))
+    # Inventory group names the role reads (options `<role>_*_group`, e.g. slurm's
+    # `slurm_controller_group: slurm_controller`) may look like variables; they are not.
+    groups = {str(o["default"]) for n, o in options.items()
+              if n.endswith("_group") and isinstance(o, dict) and o.get("default")}
+    problems.extend(check_mentions(role_dir, set(options) | groups))
     return problems
 
 
