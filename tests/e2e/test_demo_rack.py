@@ -98,6 +98,18 @@ def test_demo_rack_is_accepted_with_fio_figures(provisioned_rack, tmp_path):
     assert result(by["rg-node02"], "redundancy.psu_redfish")["status"] == "pass"
     for node in NODES:
         assert result(by[node], "cooling.cdu")["status"] == "pass"
+    # One MPI job across both compute containers, launched by srun from the SLURM
+    # controller (rg-head, provisioned by roles/slurm): one evidence file judges both.
+    for node in NODES:
+        mpi = result(by[node], "mpi.allreduce")
+        assert mpi["status"] == "pass", mpi
+        assert mpi["measured"] > 0 and mpi["unit"] == "GB/s"
+        assert mpi["evidence"] == "evidence/rg-head/mpi.allreduce.out"
+        assert mpi["details"]["hosts"] == "rg-node01, rg-node02"
+    mpi_record = json.loads((ROOT / "runs" / doc["run"]["run_id"]
+                             / "evidence/rg-head/mpi.allreduce.json").read_text())
+    assert mpi_record["argv"][3] == "srun" and "--nodelist=rg-node01,rg-node02" in \
+        mpi_record["argv"]
     for node in NODES:
         ident = result(by[node], "node.identity")
         # This VM exposes no DMI, so no serial: the certificate says so, as a warning.
@@ -147,6 +159,20 @@ def test_impossible_threshold_on_one_node_rejects_the_rack(provisioned_rack, tmp
     assert "rg-node02 (rack demo-r1 u 37): fio.seq_read: fail: sequential read" in proc.stdout
 
 
+def slurm_state(node: str) -> str:
+    return run("podman", "exec", "rg-head", "sinfo", "-h", "-n", node, "-o", "%T").stdout.strip()
+
+
+def wait_slurm_idle(node: str, timeout_s: float = 60.0) -> bool:
+    """Bounded wait for SLURM to see ``node`` idle again."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if slurm_state(node) == "idle":
+            return True
+        time.sleep(2)
+    return False
+
+
 def test_stopped_node_is_an_error_and_the_others_are_judged(provisioned_rack):
     stop = rackgate("demo", "inject", "node-down", "-i", DEMO)
     assert stop.returncode == 0, stop.stdout + stop.stderr
@@ -154,6 +180,14 @@ def test_stopped_node_is_an_error_and_the_others_are_judged(provisioned_rack):
         proc = rackgate("validate", "-i", DEMO, "--profile", "demo")
     finally:
         start = run("podman", "start", "rg-node02")
+        # The MPI job launched while rg-node02 was down leaves it COMPLETING in SLURM;
+        # as an operator would after an outage, set it down and resume it once its slurmd
+        # is back, so the later tests find both nodes idle.
+        if not wait_slurm_idle("rg-node02"):
+            for state in ("down reason=e2e-node-down", "resume"):
+                run("podman", "exec", "rg-head", "scontrol", "update", "nodename=rg-node02",
+                    *f"state={state}".split(" "))
+        assert wait_slurm_idle("rg-node02"), slurm_state("rg-node02")
     assert start.returncode == 0, start.stderr
     assert proc.returncode == 1, proc.stdout + proc.stderr
     by = results(report_of(proc))
@@ -163,6 +197,9 @@ def test_stopped_node_is_an_error_and_the_others_are_judged(provisioned_rack):
             assert down["message"].startswith("host unreachable, nothing collected")
     # its BMC still answers (queried from the control host), as on a real rack
     assert result(by["rg-node02"], "redundancy.psu_redfish")["status"] == "pass"
+    # the MPI job across both nodes cannot have run: an error on each, never a pass
+    for node in NODES:
+        assert result(by[node], "mpi.allreduce")["status"] == "error"
     assert by["rg-node02"]["verdict"] == "REJECT"
     up = result(by["rg-node01"])
     assert up["status"] == "pass" and up["measured"] > 0
@@ -230,7 +267,8 @@ def test_killed_run_resumes_collecting_only_what_is_missing(provisioned_rack, tm
     resumed = rackgate("validate", "--resume", str(run_dir))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "fio.seq_read on 1 node(s)" in resumed.stdout
-    assert "[1/1] fio.seq_read rg-node02: completed" in resumed.stdout
+    assert "fio.seq_read rg-node02: completed" in resumed.stdout
+    assert "fio.seq_read rg-node01" not in resumed.stdout
     assert first.read_bytes() == kept  # rg-node01 was not collected again
     doc = report_of(resumed)
     assert doc["verdict"] == "ACCEPT" and doc["run"]["resumed"]

@@ -40,6 +40,12 @@ FAULTS = {
     "node-down": "container rg-node02 is stopped",
 }
 NETWORK = "rackgate-demo"
+# A fixed subnet and a fixed address per container, as real nodes have: SLURM's controller
+# resolves a node's address once, so a node that came back from a restart on another
+# address would answer its registration but never the controller's pings and job launches.
+SUBNET_PREFIX = "10.89.240."
+SUBNET = SUBNET_PREFIX + "0/24"
+FIRST_HOST_ADDRESS = 10
 LABEL = "io.rackgate.demo=1"
 PODMAN_CONNECTION = "containers.podman.podman"
 
@@ -122,14 +128,15 @@ def up(inv: Inventory, boot_timeout_s: float = 60.0) -> list[NodeState]:
     start_bmcs()
     image = build_image()
     if _podman("network", "exists", NETWORK, check=False).returncode != 0:
-        _podman("network", "create", "--label", LABEL, NETWORK)
-    for host in hosts:
+        _podman("network", "create", "--label", LABEL, "--subnet", SUBNET, NETWORK)
+    for index, host in enumerate(hosts):
         name = container_name(inv, host)
         state = _podman("container", "inspect", "--format", "{{.State.Status}}", name,
                         check=False)
         if state.returncode != 0:
+            address = f"{SUBNET_PREFIX}{FIRST_HOST_ADDRESS + index}"
             _podman("run", "--detach", "--name", name, "--hostname", name, "--network", NETWORK,
-                    "--label", LABEL, image)
+                    "--ip", address, "--label", LABEL, image)
         elif state.stdout.strip() != "running":
             _podman("start", name)
     deadline = time.monotonic() + boot_timeout_s
