@@ -35,8 +35,13 @@ export root logs
 
 echo "molecule: ${#roles[@]} role(s), $jobs at a time; logs in ${logs#"$root"/}/"
 start=$(date +%s)
-results="$(printf '%s\n' "${roles[@]}" | xargs -P "$jobs" -I{} bash -c 'run_role "$@"' _ {} \
-  | tee /dev/stderr)"
+# One line per role as each finishes; kept for the summary below. (Not `tee /dev/stderr`:
+# where stderr is a log file, tee would reopen and truncate it.)
+results=""
+while IFS= read -r line; do
+  echo "$line"
+  results+="$line"$'\n'
+done < <(printf '%s\n' "${roles[@]}" | xargs -P "$jobs" -I{} bash -c 'run_role "$@"' _ {})
 failed=$(grep -c '^FAILED' <<<"$results" || true)
 for role in $(awk '/^FAILED/ {print $2}' <<<"$results"); do
   echo "== $role failed; the last 120 lines of $logs/$role.log:"
