@@ -7,6 +7,8 @@ only then does the check's own judge compare figures with thresholds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rackgate.checks import Check
@@ -76,6 +78,28 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
     params = _params(check, profile)
     return Result.from_judgement(node, check.name,
                                  check.judge(record, params, cp.thresholds, hardware), where)
+
+
+def judge_launched(check: Check, ev: Evidence, stdout: str, profile: Profile,
+                   nodes: Sequence[str]) -> tuple[list[Result], Mapping[str, Any] | None]:
+    """Every node's result from the one evidence file of a job launched across ``nodes``,
+    and the check's report section (a pairwise matrix) when it has one.
+
+    Bad evidence (not run, timed out, rc, unparseable) is the same error for every node;
+    so is any outcome of a check without ``judge_nodes``.
+    """
+    rack = judge_evidence(check, ev, stdout, profile)
+    cp = profile.check(check.name)
+    bad_evidence = ev.outcome != "completed" or ev.rc != 0
+    if check.judge_nodes is None or bad_evidence or cp is None or not cp.enabled:
+        return [replace(rack, node=n) for n in nodes], None
+    try:
+        record = check.parse(stdout)
+    except ParseError:
+        return [replace(rack, node=n) for n in nodes], None
+    results, section = check.judge_nodes(record, _params(check, profile), cp.thresholds,
+                                         profile.model.hardware, list(nodes), ev.stdout_file)
+    return results, (section or None)
 
 
 def not_applicable(node: str, check: Check, profile: Profile) -> Result | None:

@@ -27,7 +27,7 @@ from rackgate.drift import version_drift
 from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, write_json
 from rackgate.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.inventory import Inventory, load_inventory
-from rackgate.judge import judge_evidence, missing_evidence, not_applicable
+from rackgate.judge import judge_evidence, judge_launched, missing_evidence, not_applicable
 from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
 from rackgate.peers import flag_peer_outliers
 from rackgate.profile import (
@@ -421,6 +421,36 @@ def _params_mismatch(check: Check, collected: Profile, judging: Profile) -> str:
             f"{judging.name} prescribes: {', '.join(diff)}; collect again with this profile")
 
 
+def _judge_across_nodes(job: _JudgeJob, check: Check
+                        ) -> tuple[list[Result], dict[tuple[str, str], str],
+                                   Mapping[str, Any] | None]:
+    """A launched check with per-node verdicts (a pair matrix): every node's result, the
+    evidence digests, and the check's report section."""
+    hosts, name = job.hosts, check.name
+    profile = job.profiles[hosts[0]]  # launched checks follow the rack's profile
+
+    def every(why: str, status: Status = Status.ERROR) -> list[Result]:
+        return [Result(h, name, status, why) for h in hosts]
+
+    if len(hosts) < 2:
+        return every("a multi-node check, and this run has one node under test (--limit "
+                     "or --group)", Status.SKIP), {}, None
+    skipped = not_applicable(hosts[0], check, profile)
+    if skipped is not None:
+        return [replace(skipped, node=h) for h in hosts], {}, None
+    if job.launch_host is None:
+        return every(NO_LAUNCH_HOST), {}, None
+    try:
+        ev, stdout = EvidenceStore(job.run_dir).read(job.launch_host, name)
+    except EvidenceError as exc:
+        return every(str(exc)), {}, None
+    mismatch = _params_mismatch(check, job.collected_with[hosts[0]], profile)
+    if mismatch:
+        return every(mismatch), {}, None
+    results, section = judge_launched(check, ev, stdout, profile, hosts)
+    return results, {(h, name): ev.stdout_sha256 for h in hosts}, section
+
+
 def judge_run(run_dir: Path, profile: Profile | None = None,
               out_dir: Path | None = None) -> RunOutcome:
     """Judge the evidence stored in ``run_dir`` (with its own profile unless one is given)
@@ -432,9 +462,19 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     profiles = node_profiles(profile or recorded, overrides)
     collected_with = profiles if profile is None else node_profiles(recorded, overrides)
     profile = profile or recorded
-    judged, digests = _judge_all(_JudgeJob(run_dir, [h["name"] for h in hosts],
-                                           list(manifest["checks"]), profiles, collected_with,
-                                           manifest.get("launch_host")))
+    names = list(manifest["checks"])
+    across = [REGISTRY[n] for n in names if n in REGISTRY and REGISTRY[n].judge_nodes]
+    job = _JudgeJob(run_dir, [h["name"] for h in hosts],
+                    [n for n in names if all(n != c.name for c in across)], profiles,
+                    collected_with, manifest.get("launch_host"))
+    judged, digests = _judge_all(job)
+    sections = []
+    for check in across:
+        results, check_digests, section = _judge_across_nodes(job, check)
+        judged += results
+        digests.update(check_digests)
+        if section:
+            sections.append(section)
     per_node: dict[str, list[Result]] = {h["name"]: [] for h in hosts}
     for r in flag_peer_outliers(judged):
         per_node[r.node].append(r)
@@ -442,7 +482,8 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
         per_node[r.node].append(r)
     locations = {h["name"]: h["location"] for h in hosts}
     rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
-    doc = report_document(rack, manifest, profile, locations, digests, profiles)
+    doc = report_document(rack, manifest, profile, locations, digests, profiles,
+                          pairwise=sections)
     out = out_dir or run_dir
     write_json(out / "report.json", doc, indent=None)  # compact: the C encoder, 4x faster
     atomic_write(out / "report.html", render_html(doc).encode())

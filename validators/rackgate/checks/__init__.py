@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from rackgate.model import Better, Judgement, Status
+from rackgate.model import Better, Judgement, Result, Status
 from rackgate.profile import Hardware, Threshold
 
 
@@ -57,6 +57,11 @@ class Check:
     # environment variable -> inventory variable holding its value (secrets such as BMC
     # passwords): set for the command only, never in argv, evidence or reports
     secret_env: Mapping[str, str] = field(default_factory=dict)
+    # Launcher checks whose verdict differs per node (a node-pair matrix): (record, params,
+    # thresholds, hardware, the nodes under test, the evidence path) -> (one Result per
+    # node, a report section such as a pairwise matrix). Without it, every node of a
+    # launched job gets the one judgement of ``judge``.
+    judge_nodes: Callable[..., tuple[list[Result], Mapping[str, Any]]] | None = None
 
 
 def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
@@ -103,13 +108,14 @@ def _build_registry() -> dict[str, Check]:
         infiniband,
         mpi,
         nccl,
+        pairwise,
         redundancy,
         topology,
     )
 
     registry: dict[str, Check] = {}
     for module in (identity, conformance, gpu, topology, infiniband, redundancy, cooling, fio,
-                   nccl, mpi):
+                   nccl, mpi, pairwise):
         for check in module.CHECKS:
             if check.name in registry:
                 raise RuntimeError(f"check {check.name} is registered twice")

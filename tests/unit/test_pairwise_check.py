@@ -1,0 +1,155 @@
+"""fabric.pairwise_bw: the schedule script, its output parser, per-node judging of the
+matrix, and the runner putting the matrix into the report (no fabric here: the pair
+outputs are the perftest fixtures, composed into the script's output format)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rackgate.checks import REGISTRY, CommandError
+from rackgate.checks.pairwise import PairwiseParams, judge_nodes, pairwise_command, script
+from rackgate.evidence import EvidenceStore, write_json
+from rackgate.pairs import round_robin
+from rackgate.parsers import ParseError
+from rackgate.parsers.pairwise import parse_pairwise
+from rackgate.profile import load_profile
+from rackgate.runner import MANIFEST_SCHEMA, judge_run, verify_report
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
+CHECK = REGISTRY["fabric.pairwise_bw"]
+NODES = ["gpu01", "gpu02", "gpu03", "gpu04"]
+
+
+def perftest(name: str) -> str:
+    raw = (FIX / name).read_text(encoding="utf-8")
+    return raw.partition("\n# ---\n")[2]
+
+
+def run_output(nodes: list[str], client_text: dict[tuple[str, str], str],
+               rc: dict[tuple[str, str], int] | None = None, end: bool = True) -> str:
+    """The pairwise script's output, as srun --label prints each pair's two tasks."""
+    rc = rc or {}
+    schedule = round_robin(nodes)
+    out = [f"### rackgate-pairwise nodes={','.join(nodes)} rounds={len(schedule)}"]
+    for r, pairs in enumerate(schedule, start=1):
+        for a, b in pairs:
+            out.append(f"### pair round={r} server={a} client={b} rc={rc.get((a, b), 0)}")
+            out.append("0: ************************************")
+            out.append("0: * Waiting for client to connect... *")
+            out.append("1: rackgate-role=client")
+            out += [f"1: {line}" for line in client_text[(a, b)].splitlines()]
+    if end:
+        out.append("### end")
+    return "\n".join(out) + "\n"
+
+
+HEALTHY = perftest("ib_write_bw-ndr400-sweep-gbits-healthy.txt")
+DEGRADED = perftest("ib_write_bw-ndr-port-at-hdr-degraded.txt")
+
+
+def outputs(bad: str | None = None) -> dict[tuple[str, str], str]:
+    return {p: (DEGRADED if bad in p else HEALTHY)
+            for rnd in round_robin(NODES) for p in rnd}
+
+
+def test_the_script_runs_each_round_in_parallel_and_is_valid_bash() -> None:
+    text = script(PairwiseParams(device="mlx5_3"), NODES)
+    assert text.count("\nwait\n") == 3  # N-1 rounds for N = 4
+    sruns = [line for line in text.splitlines() if line.startswith("( srun ")]
+    assert len(sruns) == 6  # every pair once
+    assert all("--mpi=none" in s and "--immediate=60" in s and "--ntasks-per-node=1" in s
+               for s in sruns)
+    assert "ib_write_bw -d mlx5_3 -i 1 -s 1048576 -D 5 -p 18515 --report_gbits -F" in text
+    pairs = [tuple(m.groups()) for m in re.finditer(r"--nodelist=(\w+),(\w+)", text)]
+    assert sorted(tuple(sorted(p)) for p in pairs) == sorted(
+        tuple(sorted(p)) for rnd in round_robin(NODES) for p in rnd)
+    check = subprocess.run(["bash", "-n", "-c", text], capture_output=True, text=True,
+                           timeout=30, check=False)
+    assert check.returncode == 0, check.stderr
+
+
+def test_one_node_cannot_be_paired() -> None:
+    with pytest.raises(CommandError, match="at least two nodes"):
+        pairwise_command(PairwiseParams(), {"rackgate_nodes": ["gpu01"]})
+
+
+def test_parser_reads_every_pair_and_the_clients_text() -> None:
+    run = parse_pairwise(run_output(NODES, outputs()))
+    assert run.nodes == tuple(NODES) and run.rounds == 3 and len(run.pairs) == 6
+    assert all(p.rc == 0 and "BW average" in p.client_text for p in run.pairs)
+    assert "Waiting for client" not in run.pairs[0].client_text
+
+
+def test_parser_refuses_a_run_cut_short() -> None:
+    with pytest.raises(ParseError, match="no '### end' line after 5 pair"):
+        parse_pairwise(run_output(NODES, outputs(), end=False))
+    with pytest.raises(ParseError, match="did not run"):
+        parse_pairwise("srun: error: Unable to allocate resources\n")
+
+
+def test_one_bad_port_is_named_and_its_partners_only_warn() -> None:
+    hw = load_profile("dgx-h100").model.hardware
+    run = parse_pairwise(run_output(NODES, outputs(bad="gpu03")))
+    results, matrix = judge_nodes(run, PairwiseParams(), {}, hw, NODES, "evidence/x.out")
+    by = {r.node: r for r in results}
+    assert by["gpu03"].status.label == "fail"
+    assert "likely culprit" in by["gpu03"].message
+    assert {by[n].status.label for n in ("gpu01", "gpu02", "gpu04")} == {"warn"}
+    assert matrix["culprit"] == "gpu03" and matrix["line_rate_gbps"] == 400
+    assert len(matrix["weak"]) == 3
+    assert all("gpu03" in (w["a"], w["b"]) for w in matrix["weak"])
+
+
+def test_a_failed_pair_job_is_an_error_never_a_pass() -> None:
+    hw = load_profile("dgx-h100").model.hardware
+    first = round_robin(NODES)[0][0]
+    run = parse_pairwise(run_output(NODES, outputs(), rc={first: 1}))
+    results, matrix = judge_nodes(run, PairwiseParams(), {}, hw, NODES, "evidence/x.out")
+    by = {r.node: r for r in results}
+    for node in first:
+        assert by[node].status.label == "error"
+    missing = [p for p in matrix["pairs"] if p["status"] == "error"]
+    assert len(missing) == 1 and "rc 1" in missing[0]["message"]
+
+
+def stored_run(tmp_path: Path, stdout: str) -> Path:
+    run_dir = tmp_path / "runs" / "pairs-run"
+    run_dir.mkdir(parents=True)
+    profile = load_profile("dgx-h100")
+    write_json(run_dir / "manifest.json", {
+        "schema": MANIFEST_SCHEMA, "run_id": "pairs-run", "started": "t0", "finished": "t1",
+        "inventory": ["inv"], "group": "compute", "limit": None,
+        "checks": ["fabric.pairwise_bw"],
+        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
+                    "document": dict(profile.raw)},
+        "hosts": [{"name": h, "location": "", "profile_overrides": {}} for h in NODES],
+        "launch_host": "head01", "rackgate_version": "0", "ansible_core_version": "0"})
+    EvidenceStore(run_dir).write("head01", "fabric.pairwise_bw", stdout,
+                                 argv=("timeout", "bash"), outcome="completed", rc=0,
+                                 started=None, ended=None, duration_s=60.0, stderr="",
+                                 message="")
+    return run_dir
+
+
+def test_the_report_carries_the_matrix_and_every_nodes_verdict(tmp_path) -> None:
+    outcome = judge_run(stored_run(tmp_path, run_output(NODES, outputs(bad="gpu03"))))
+    doc = json.loads(outcome.report_json.read_text())
+    (matrix,) = doc["pairwise"]
+    assert matrix["check"] == "fabric.pairwise_bw" and matrix["culprit"] == "gpu03"
+    verdicts = {n["name"]: n["verdict"] for n in doc["nodes"]}
+    assert verdicts == {"gpu01": "ACCEPT", "gpu02": "ACCEPT", "gpu03": "REJECT",
+                        "gpu04": "ACCEPT"}
+    html = outcome.report_html.read_text()
+    assert "Node pairs" in html and "gpu03" in html
+    checked, problems = verify_report(outcome.report_json)
+    assert checked == 4 and problems == []
+
+
+def test_the_demo_rack_has_no_fabric_and_skips() -> None:
+    assert CHECK.applies(load_profile("demo").model.hardware) is not None
+    assert CHECK.applies(load_profile("dgx-h100").model.hardware) is None

@@ -1,0 +1,103 @@
+"""Parser for the output of rackgate's pairwise run (``checks/pairwise.py``): one
+``ib_write_bw`` server/client job per node pair, the pairs of a round in parallel, printed
+after the last round as sections, one per pair, in schedule order:
+
+    ### rackgate-pairwise nodes=n1,n2,n3,n4 rounds=3
+    ### pair round=1 server=n1 client=n4 rc=0
+    0: <the job's output, srun --label: task id first>
+    1: rackgate-role=client
+    1: <the client's ib_write_bw output>
+    ...
+    ### end
+
+The format is rackgate's own (the script is in the evidence's argv). Each pair's text is
+split by task label; the task that printed ``rackgate-role=client`` is the client, whose
+``ib_write_bw`` report is the pair's figure. A missing ``### end`` (the run was killed) is a
+ParseError; a pair whose job failed keeps its rc and text, for the judge to report.
+
+>>> run = parse_pairwise("### rackgate-pairwise nodes=a,b rounds=1\\n"
+...     "### pair round=1 server=a client=b rc=0\\n1: rackgate-role=client\\n1: x\\n### end\\n")
+>>> run.nodes, run.pairs[0].client_text
+(('a', 'b'), 'x')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rackgate.parsers import ParseError
+
+CLIENT_MARK = "rackgate-role=client"
+_HEAD = re.compile(r"^### rackgate-pairwise nodes=(\S+) rounds=(\d+)$")
+_PAIR = re.compile(r"^### pair round=(\d+) server=(\S+) client=(\S+) rc=(-?\d*)$")
+_LABEL = re.compile(r"^(\d+): ?(.*)$")
+
+
+@dataclass(frozen=True)
+class PairOutput:
+    round: int
+    server: str
+    client: str
+    rc: int | None  # None: the job's exit status was not recorded
+    client_text: str  # the client task's lines, labels removed ("" when none)
+    text: str  # the whole section, as printed
+
+
+@dataclass(frozen=True)
+class PairwiseRun:
+    nodes: tuple[str, ...]
+    rounds: int
+    pairs: tuple[PairOutput, ...]
+
+
+def _pair(round_: int, server: str, client: str, rc: str, lines: list[str]) -> PairOutput:
+    by_task: dict[str, list[str]] = {}
+    for line in lines:
+        m = _LABEL.match(line)
+        if m:
+            by_task.setdefault(m.group(1), []).append(m.group(2))
+    client_lines = next((ls for ls in by_task.values() if CLIENT_MARK in ls), [])
+    body = [ln for ln in client_lines if ln != CLIENT_MARK]
+    return PairOutput(round_, server, client, int(rc) if rc not in ("", "-") else None,
+                      "\n".join(body), "\n".join(lines))
+
+
+def parse_pairwise(text: str) -> PairwiseRun:
+    head: tuple[tuple[str, ...], int] | None = None
+    pairs: list[PairOutput] = []
+    current: tuple[int, str, str, str] | None = None
+    lines: list[str] = []
+    ended = False
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if ended:
+            break
+        if m := _HEAD.match(line):
+            head = (tuple(m.group(1).split(",")), int(m.group(2)))
+            continue
+        if line.startswith("### pair ") or line == "### end":
+            if head is None:
+                raise ParseError(f"line {lineno}: {line!r} before the "
+                                 f"'### rackgate-pairwise' header")
+            if current is not None:
+                pairs.append(_pair(*current, lines))
+            lines, current = [], None
+            if line == "### end":
+                ended = True
+                continue
+            m = _PAIR.match(line)
+            if m is None:
+                raise ParseError(f"line {lineno}: not a pair header: {line!r}")
+            current = (int(m.group(1)), m.group(2), m.group(3), m.group(4))
+            continue
+        if current is not None:
+            lines.append(line)
+    if head is None:
+        raise ParseError("no '### rackgate-pairwise' header: the pairwise script did not run")
+    if not ended:
+        raise ParseError(f"no '### end' line after {len(pairs)} pair section(s): the run "
+                         f"was cut short")
+    strays = sorted({n for p in pairs for n in (p.server, p.client)} - set(head[0]))
+    if strays:
+        raise ParseError(f"pair sections name node(s) outside the header: {strays}")
+    return PairwiseRun(head[0], head[1], tuple(pairs))
