@@ -108,6 +108,7 @@ def _build_registry() -> dict[str, Check]:
         infiniband,
         mpi,
         nccl,
+        nccl_fabric,
         pairwise,
         redundancy,
         topology,
@@ -115,7 +116,7 @@ def _build_registry() -> dict[str, Check]:
 
     registry: dict[str, Check] = {}
     for module in (identity, conformance, gpu, topology, infiniband, redundancy, cooling, fio,
-                   nccl, mpi, pairwise):
+                   nccl, nccl_fabric, mpi, pairwise):
         for check in module.CHECKS:
             if check.name in registry:
                 raise RuntimeError(f"check {check.name} is registered twice")

@@ -1,0 +1,109 @@
+"""nccl.fabric_all_reduce: nccl-tests across nodes through srun, and per rail."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from rackgate.checks import CommandError
+from rackgate.checks.nccl_fabric import (
+    NcclFabricParams,
+    fabric_command,
+    judge_fabric,
+    parse_fabric,
+)
+from rackgate.parsers import ParseError
+from rackgate.profile import Threshold, load_profile
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+HW = load_profile("dgx-h100").model.hardware
+HCAS = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+# one rail: one NDR port per rank, 400 Gb/s = 50 GB/s
+BASIS = "test threshold"
+RAIL = {"busbw": Threshold(unit="GB/s", ref=50, min_ratio=0.8, limit=True, basis=BASIS)}
+NODE = {"busbw": Threshold(unit="GB/s", ref=450, min_ratio=0.75, limit=True, basis=BASIS)}
+
+
+def body(name: str) -> str:
+    return (FIX / name).read_text(encoding="utf-8").partition("\n# ---\n")[2]
+
+
+def rails_output(bodies: list[tuple[str, int]], end: bool = True) -> str:
+    out = [f"### rackgate-rails rails={len(bodies)}"]
+    for i, (text, rc) in enumerate(bodies):
+        out += [f"### rail index={i} hca={HCAS[i]} rc={rc}", text.rstrip("\n")]
+    return "\n".join(out + (["### end"] if end else [])) + "\n"
+
+
+def test_one_job_over_every_gpu_of_every_node() -> None:
+    argv = fabric_command(NcclFabricParams(nccl_env={"NCCL_IB_HCA": "=mlx5_0:1,mlx5_3:1"}),
+                          {"rackgate_nodes": ["gpu01", "gpu02"]})
+    assert argv[0] == "srun" and "--ntasks-per-node=8" in argv and "--gres=gpu:8" in argv
+    assert "NCCL_IB_HCA==mlx5_0:1,mlx5_3:1" in argv
+    assert argv[argv.index("-g") + 1] == "1"
+
+
+def test_per_rail_runs_one_job_per_rail_on_its_gpu_and_hca() -> None:
+    argv = fabric_command(NcclFabricParams(per_rail=True, rail_hcas=HCAS),
+                          {"rackgate_nodes": ["gpu01", "gpu02"]})
+    assert argv[:2] == ["bash", "-c"]
+    script = argv[2]
+    assert script.count("srun ") == 8
+    assert "CUDA_VISIBLE_DEVICES=3 NCCL_IB_HCA==mlx5_5" in script
+    assert "--ntasks-per-node=1" in script
+    check = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True,
+                           timeout=30, check=False)
+    assert check.returncode == 0, check.stderr
+
+
+def test_params_are_checked() -> None:
+    with pytest.raises(ValidationError, match="one HCA per GPU"):
+        NcclFabricParams(per_rail=True, rail_hcas=HCAS[:3])
+    with pytest.raises(ValidationError, match="NCCL_"):
+        NcclFabricParams(nccl_env={"LD_PRELOAD": "x"})
+    with pytest.raises(CommandError, match="at least two nodes"):
+        fabric_command(NcclFabricParams(), {"rackgate_nodes": ["gpu01"]})
+
+
+def test_two_nodes_of_eight_gpus_pass_at_the_plateau_not_the_average() -> None:
+    run = parse_fabric(body("allreduce-2node-srun-label.txt"))
+    j = judge_fabric(run, NcclFabricParams(judge_min_bytes="1G"), NODE, HW)
+    assert j.status.label == "pass", j.message
+    assert j.measured is not None and j.measured > 350  # the Avg line says 109
+    assert "% of the 450" in j.message
+
+
+def test_a_rail_at_half_rate_is_named() -> None:
+    healthy, degraded = (body("allreduce-2node-rail-ndr-healthy.txt"),
+                         body("allreduce-2node-rail-at-hdr-degraded.txt"))
+    rails = [(healthy, 0)] * 8
+    rails[3] = (degraded, 0)
+    run = parse_fabric(rails_output(rails))
+    j = judge_fabric(run, NcclFabricParams(per_rail=True, rail_hcas=HCAS), RAIL, HW)
+    assert j.status.label == "fail"
+    assert "rail 3 (mlx5_5)" in j.message and j.measured == pytest.approx(22.86, abs=0.05)
+    assert j.details["busbw_gbps rail 0 (mlx5_0)"] == pytest.approx(45.7, abs=0.1)
+    healthy_only = parse_fabric(rails_output([(healthy, 0)] * 8))
+    assert judge_fabric(healthy_only, NcclFabricParams(per_rail=True, rail_hcas=HCAS), RAIL,
+                        HW).status.label == "pass"
+
+
+def test_a_rail_that_did_not_run_is_an_error() -> None:
+    healthy = body("allreduce-2node-rail-ndr-healthy.txt")
+    rails = [(healthy, 0)] * 8
+    rails[5] = ("srun: error: Unable to allocate resources", 1)
+    j = judge_fabric(parse_fabric(rails_output(rails)),
+                     NcclFabricParams(per_rail=True, rail_hcas=HCAS), RAIL, HW)
+    assert j.status.label == "error" and "rail 5 (mlx5_9): no measurement" in j.message
+    with pytest.raises(ParseError, match="cut short"):
+        parse_fabric(rails_output(rails, end=False))
+
+
+def test_skipped_without_gpus_or_fabric() -> None:
+    from rackgate.checks import REGISTRY
+    check = REGISTRY["nccl.fabric_all_reduce"]
+    assert check.applies(load_profile("demo").model.hardware) is not None
+    assert check.applies(HW) is None
