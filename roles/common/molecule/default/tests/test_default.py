@@ -60,16 +60,6 @@ SCRATCH = "/var/tmp/rackgate"
 NOFILE = 1048576
 
 
-@pytest.fixture(autouse=True)
-def journal_on_failure(request, host):
-    """Print the instance's journal after a test that failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        journal = host.run("journalctl -n 50 --no-pager")
-        print(f"--- journalctl -n 50 --no-pager (rc={journal.rc}) ---")
-        print(journal.stdout or journal.stderr)
-
 
 @pytest.mark.parametrize("name", PACKAGES)
 def test_package_installed(host, name):

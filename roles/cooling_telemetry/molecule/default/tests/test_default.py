@@ -67,17 +67,6 @@ FETCH = (
 )
 
 
-@pytest.fixture(autouse=True)
-def journal_on_failure(request, host):
-    """Print the node's journal after a test that failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        journal = host.run("journalctl -n 50 --no-pager")
-        print(f"--- journalctl -n 50 --no-pager (rc={journal.rc}) ---")
-        print(journal.stdout or journal.stderr)
-
-
 def parse_metrics(text):
     """{(name, frozenset(labels.items())): value} from the text exposition format."""
     out = {}

@@ -66,16 +66,6 @@ FACT_FILE = "/etc/ansible/facts.d/rackgate_kubernetes.fact"
 VALUES_DIR = "/etc/rackgate/helm"
 
 
-@pytest.fixture(autouse=True)
-def journal_on_failure(request, host):
-    """Print the instance's journal after a test that failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        journal = host.run("journalctl -n 50 --no-pager")
-        print(f"--- journalctl -n 50 --no-pager (rc={journal.rc}) ---")
-        print(journal.stdout or journal.stderr)
-
 
 @pytest.fixture(scope="module")
 def containerd_config(host):

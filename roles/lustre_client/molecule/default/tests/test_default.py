@@ -59,16 +59,6 @@ MOUNTS = {
 UNITS = {"/lustre/scratch": "lustre-scratch.mount", "/lustre/home": "lustre-home.mount"}
 
 
-@pytest.fixture(autouse=True)
-def journal_on_failure(request, host):
-    """Print the instance's journal after a test that failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        journal = host.run("journalctl -n 50 --no-pager")
-        print(f"--- journalctl -n 50 --no-pager (rc={journal.rc}) ---")
-        print(journal.stdout or journal.stderr)
-
 
 def test_unreachable_repository_not_configured(host):
     assert not host.file("/etc/apt/sources.list.d/rackgate-lustre.list").exists

@@ -49,16 +49,6 @@ CONF_LINES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def journal_on_failure(request, host):
-    """Print the instance's journal after a test that failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        journal = host.run("journalctl -n 50 --no-pager")
-        print(f"--- journalctl -n 50 --no-pager (rc={journal.rc}) ---")
-        print(journal.stdout or journal.stderr)
-
 
 @pytest.fixture(scope="module")
 def fact(host):

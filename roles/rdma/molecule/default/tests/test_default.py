@@ -67,16 +67,6 @@ ROCE_SCRIPT = "/usr/local/sbin/rackgate-roce-qos"
 ROCE_UNIT = "rackgate-roce-qos@ens1f0np0.service"
 
 
-@pytest.fixture(autouse=True)
-def journal_on_failure(request, host):
-    """Print the instance's journal after a test that failed."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        journal = host.run("journalctl -n 50 --no-pager")
-        print(f"--- journalctl -n 50 --no-pager (rc={journal.rc}) ---")
-        print(journal.stdout or journal.stderr)
-
 
 def _ini(host, path):
     """Parse a systemd-style INI file; duplicate keys (IPoIB=) are kept as lists."""
