@@ -316,7 +316,7 @@ class _JudgeJob:
     checks: list[str]
     profiles: Mapping[str, Profile]  # what each host is judged with
     collected_with: Mapping[str, Profile]  # what each host's evidence was collected with
-    launch_host: str | None = None  # where multi-node checks ran (their evidence is there)
+    launch_host: str | None = None  # where launched checks ran (their evidence is there)
 
 
 Judged = tuple[list[Result], dict[tuple[str, str], str]]  # results, evidence sha256
@@ -342,19 +342,8 @@ def _judge_hosts(job: _JudgeJob, hosts: Sequence[str]) -> Judged:
                 if skipped is not None:
                     judged.append(skipped)
                     continue
-                ev_host = host
-                if check.runs_on == "launcher":
-                    if len(job.hosts) < 2:
-                        judged.append(Result(host, name, Status.SKIP,
-                                             "a multi-node check, and this run has one node "
-                                             "under test (--limit or --group)"))
-                        continue
-                    if job.launch_host is None:
-                        judged.append(missing_evidence(host, name, NO_LAUNCH_HOST))
-                        continue
-                    ev_host = job.launch_host  # one job across the nodes: one evidence
                 try:
-                    ev, stdout = store.read(ev_host, name)
+                    ev, stdout = store.read(host, name)
                 except EvidenceError as exc:
                     judged.append(missing_evidence(host, name, str(exc)))
                     continue
@@ -366,8 +355,7 @@ def _judge_hosts(job: _JudgeJob, hosts: Sequence[str]) -> Judged:
                 if then is not now and mismatches[key]:
                     judged.append(missing_evidence(host, name, mismatches[key]))
                     continue
-                result = judge_evidence(check, ev, stdout, now)
-                judged.append(result if ev_host == host else replace(result, node=host))
+                judged.append(judge_evidence(check, ev, stdout, now))
     finally:
         if gc_was_on:
             gc.enable()
@@ -424,8 +412,9 @@ def _params_mismatch(check: Check, collected: Profile, judging: Profile) -> str:
 def _judge_across_nodes(job: _JudgeJob, check: Check
                         ) -> tuple[list[Result], dict[tuple[str, str], str],
                                    Mapping[str, Any] | None]:
-    """A launched check with per-node verdicts (a pair matrix): every node's result, the
-    evidence digests, and the check's report section."""
+    """A launched check (one job across the nodes, one evidence file on the launch host):
+    every node's result, the evidence digests, and the check's report section (a pair
+    matrix) when it judges each node on its own (``judge_nodes``)."""
     hosts, name = job.hosts, check.name
     profile = job.profiles[hosts[0]]  # launched checks follow the rack's profile
 
@@ -463,7 +452,7 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     collected_with = profiles if profile is None else node_profiles(recorded, overrides)
     profile = profile or recorded
     names = list(manifest["checks"])
-    across = [REGISTRY[n] for n in names if n in REGISTRY and REGISTRY[n].judge_nodes]
+    across = [REGISTRY[n] for n in names if n in REGISTRY and REGISTRY[n].runs_on == "launcher"]
     job = _JudgeJob(run_dir, [h["name"] for h in hosts],
                     [n for n in names if all(n != c.name for c in across)], profiles,
                     collected_with, manifest.get("launch_host"))
