@@ -7,6 +7,15 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# Debian mirrors: this machine's own APT sources (scripts/debian-mirror.sh), unless set in
+# the environment or on the command line. Read by scripts/build-image.sh and the molecule
+# scenarios (molecule.yml expands them). ?= alone would rerun the probe for every recipe
+# line; the := lines expand it once.
+RACKGATE_DEBIAN_MIRROR ?= $(shell $(CURDIR)/scripts/debian-mirror.sh)
+RACKGATE_DEBIAN_SECURITY_MIRROR ?= $(shell $(CURDIR)/scripts/debian-mirror.sh --security)
+RACKGATE_DEBIAN_MIRROR := $(RACKGATE_DEBIAN_MIRROR)
+RACKGATE_DEBIAN_SECURITY_MIRROR := $(RACKGATE_DEBIAN_SECURITY_MIRROR)
+export RACKGATE_DEBIAN_MIRROR RACKGATE_DEBIAN_SECURITY_MIRROR
 # The demo inventory's BMC password is vaulted (vault id "demo"); a real site sets its own.
 export ANSIBLE_VAULT_IDENTITY_LIST ?= demo@$(CURDIR)/molecule/demo-bmc/vault-password.txt
 DEMO_INVENTORY := inventory/demo
@@ -50,6 +59,7 @@ lint:
 	ansible-lint
 	python scripts/check-argument-specs.py
 	python scripts/role-docs.py --check
+	python scripts/check-registry-hosts.py
 
 # pytest exits 5 when it collects nothing; make treats that as the failure it is.
 unit:

@@ -2,23 +2,30 @@
 # Build the rackgate base image (Debian 12 + systemd + python3) from Debian's mirror.
 # Nothing can be pulled from a registry here, so the image is made locally:
 #   debootstrap --variant=minbase  ->  tar | podman import
-# The tag is the sha256 of the recipe (this script, packages.txt, mirror, suite), so
+# The mirror is the one this machine's own APT sources use (scripts/debian-mirror.sh).
+# The image's /etc/apt/sources.list names it the way a real node's does: "<suite>" and
+# "<suite>-updates" from the archive mirror, "<suite>-security" from the security mirror
+# when this machine has one, component main. Only the file is written: no index is
+# downloaded at build time (APT's lists are emptied), so the build costs what it did.
+# The tag is the sha256 of the recipe (this script, packages.txt, mirrors, suite), so
 # the image is rebuilt only when it is missing or its recipe changed.
 #
 # Usage: scripts/build-image.sh            build if missing, print the image name
 #        scripts/build-image.sh --name     print the image name only
-# Environment: RACKGATE_DEBIAN_MIRROR (default http://deb.debian.org/debian),
-#              RACKGATE_DEBIAN_SUITE (default bookworm), CONTAINERS_CONF.
+# Environment: RACKGATE_DEBIAN_MIRROR, RACKGATE_DEBIAN_SECURITY_MIRROR (default: this
+#              machine's, from scripts/debian-mirror.sh; an empty security mirror adds no
+#              security line), RACKGATE_DEBIAN_SUITE (default bookworm), CONTAINERS_CONF.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-mirror="${RACKGATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+mirror="$("$here/debian-mirror.sh")"
+security_mirror="$("$here/debian-mirror.sh" --security)"
 suite="${RACKGATE_DEBIAN_SUITE:-bookworm}"
 packages_file="$root/molecule/image/packages.txt"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$root/molecule/containers.conf}"
 
-recipe_hash="$( { cat "$here/build-image.sh" "$packages_file"; echo "$mirror $suite"; } | sha256sum | cut -c1-12)"
+recipe_hash="$( { cat "$here/build-image.sh" "$packages_file"; echo "$mirror $security_mirror $suite"; } | sha256sum | cut -c1-12)"
 image="localhost/rackgate-debian12:$recipe_hash"
 
 if [[ "${1:-}" == "--name" ]]; then
@@ -46,6 +53,15 @@ debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror"
   exit 1
 }
 rm -f "$rootfs.log"
+# APT sources as on a real node (debootstrap wrote "<suite> main" from the mirror only).
+{
+  echo "# Written by rackgate scripts/build-image.sh: the build machine's Debian mirrors."
+  echo "deb $mirror $suite main"
+  echo "deb $mirror $suite-updates main"
+  if [[ -n "$security_mirror" ]]; then
+    echo "deb $security_mirror $suite-security main"
+  fi
+} > "$rootfs/etc/apt/sources.list"
 # A container gets its hostname and machine id from podman and systemd at start.
 rm -f "$rootfs/etc/hostname"
 : > "$rootfs/etc/machine-id"

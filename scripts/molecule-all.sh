@@ -5,7 +5,9 @@
 # role with its time; a failed role's log tail follows it. Exit status 1 if any role failed.
 #
 # Usage: scripts/molecule-all.sh [ROLE ...]     (default: every role with a molecule/ folder)
-# Environment: JOBS (parallel roles), RACKGATE_IMAGE (default: scripts/build-image.sh's).
+# Environment: JOBS (parallel roles), RACKGATE_IMAGE (default: scripts/build-image.sh's),
+#   RACKGATE_DEBIAN_MIRROR, RACKGATE_DEBIAN_SECURITY_MIRROR (default: this machine's own, from
+#   scripts/debian-mirror.sh, as the Makefile sets them); scenarios read them in molecule.yml.
 # Most of a scenario's time is spent waiting on podman and apt, so a few at once finish
 # sooner than one after the other, even on two cores.
 set -euo pipefail
@@ -13,6 +15,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 jobs="${JOBS:-3}"
 logs="$root/.state/molecule"
 mkdir -p "$logs"
+# Set but empty RACKGATE_DEBIAN_SECURITY_MIRROR means "no security mirror": kept as it is.
+export RACKGATE_DEBIAN_MIRROR="${RACKGATE_DEBIAN_MIRROR:-$("$root/scripts/debian-mirror.sh")}"
+if [[ -z "${RACKGATE_DEBIAN_SECURITY_MIRROR+set}" ]]; then
+  RACKGATE_DEBIAN_SECURITY_MIRROR="$("$root/scripts/debian-mirror.sh" --security)"
+fi
+export RACKGATE_DEBIAN_SECURITY_MIRROR
 export RACKGATE_IMAGE="${RACKGATE_IMAGE:-$("$root/scripts/build-image.sh")}"
 
 roles=("$@")

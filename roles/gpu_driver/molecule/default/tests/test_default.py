@@ -5,8 +5,14 @@ gpu_driver_cuda_repo_required: false, because NVIDIA's CUDA repository is unreac
 the build machines: the scenario exercises the "repository unreachable" path on purpose.
 
 What is verified in the container:
-  * the role's deb822 source adds contrib/non-free/non-free-firmware for bookworm,
-    bookworm-updates and bookworm-security from the configured mirrors (the image has only main);
+  * with both mirror variables empty (the defaults), the role's deb822 source adds
+    contrib/non-free/non-free-firmware for bookworm and bookworm-updates from the mirror of
+    the container's own bookworm entry, and for bookworm-security from its own security entry
+    (the image carries the build machine's mirrors, component main only): exactly the
+    components those sources lack, as `apt-get indextargets` in the container lists them, so
+    APT reads no index target twice;
+  * the pinned driver version resolves from those sources (`apt-cache policy` lists a
+    non-free mirror for it; Debian 12's pinned version is only in bookworm-security);
   * the APT preferences file pins the driver packages to gpu_driver_version at priority 1001,
     and `apt-cache policy` reports that pin as the installed and candidate version;
   * the userspace packages (nvidia-smi, libnvidia-ml1, libnvidia-cfg1, libcuda1) are installed
@@ -40,6 +46,7 @@ When a test fails, the last 50 journal lines of the instance are printed with it
 
 import json
 import os
+import re
 
 import pytest
 from testinfra.utils.ansible_runner import AnsibleRunner
@@ -52,6 +59,8 @@ testinfra_hosts = [
 VERSION = "535.309.01-0+deb12u1"
 PINNED_PACKAGES = ["nvidia-smi", "libnvidia-ml1", "libnvidia-cfg1", "libcuda1"]
 NONFREE_SOURCES = "/etc/apt/sources.list.d/rackgate-debian-nonfree.sources"
+NONFREE_COMPONENTS = ["contrib", "non-free", "non-free-firmware"]
+SUITE = "bookworm"
 PIN_FILE = "/etc/apt/preferences.d/rackgate-nvidia-driver.pref"
 BLACKLIST = "/etc/modprobe.d/rackgate-blacklist-nouveau.conf"
 DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/50-rackgate-skip-without-device.conf"
@@ -70,13 +79,94 @@ def _skip(fact, step):
     return matches[0]["reason"]
 
 
-def test_nonfree_sources(host):
-    text = host.file(NONFREE_SOURCES).content_string
-    assert "URIs: http://deb.debian.org/debian\n" in text
-    assert "Suites: bookworm bookworm-updates\n" in text
-    assert "URIs: http://deb.debian.org/debian-security\n" in text
-    assert "Suites: bookworm-security\n" in text
-    assert text.count("Components: contrib non-free non-free-firmware\n") == 2
+def _index_targets(host):
+    """(sources entry file, uri, suite, component) for every index target APT reads."""
+    out = host.check_output(
+        "apt-get indextargets --no-release-info "
+        "--format '$(SOURCESENTRY) $(REPO_URI) $(RELEASE) $(COMPONENT)' 'Created-By: Packages'"
+    )
+    targets = set()
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) == 4:
+            entry, uri, suite, component = fields
+            targets.add((entry.rsplit(":", 1)[0], uri.rstrip("/"), suite, component))
+    return targets
+
+
+@pytest.fixture(scope="module")
+def node_sources(host):
+    """{(uri, suite): components} of the container's own APT sources, the role's file aside."""
+    found = {}
+    for path, uri, suite, component in _index_targets(host):
+        if path != NONFREE_SOURCES:
+            found.setdefault((uri, suite), set()).add(component)
+    return found
+
+
+def _mirror_for(node_sources, suite):
+    uris = sorted({uri for uri, s in node_sources if s == suite})
+    return uris[0] if uris else ""
+
+
+def _deb822_stanzas(text):
+    stanzas = []
+    for block in text.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if line and not line.startswith("#")
+        )
+        if fields:
+            stanzas.append(fields)
+    return stanzas
+
+
+def test_nonfree_sources_add_only_what_the_node_lacks(host, node_sources):
+    # The defaults (both mirrors empty) take the mirrors of the container's own sources.
+    archive = _mirror_for(node_sources, SUITE)
+    security = _mirror_for(node_sources, f"{SUITE}-security")
+    assert archive, f"the container's sources have no {SUITE} entry: {node_sources}"
+    wanted = [(archive, SUITE), (archive, f"{SUITE}-updates")]
+    if security:
+        wanted.append((security, f"{SUITE}-security"))
+    expected = []
+    for uri, suite in wanted:
+        missing = [c for c in NONFREE_COMPONENTS if c not in node_sources.get((uri, suite), set())]
+        if missing:
+            expected.append((uri, suite, " ".join(missing)))
+    file = host.file(NONFREE_SOURCES)
+    if not expected:
+        assert not file.exists, "the node's sources carry every component, yet the file exists"
+        return
+    stanzas = _deb822_stanzas(file.content_string)
+    assert [(s["URIs"], s["Suites"], s["Components"]) for s in stanzas] == expected, stanzas
+    for stanza in stanzas:
+        assert stanza["Types"] == "deb"
+        assert stanza["Signed-By"] == "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def test_nonfree_sources_repeat_nothing(host):
+    # APT reads no index target twice ("configured multiple times"): the role's file adds
+    # only what the node's own sources lack.
+    targets = _index_targets(host)
+    ours = {t[1:] for t in targets if t[0] == NONFREE_SOURCES}
+    theirs = {t[1:] for t in targets if t[0] != NONFREE_SOURCES}
+    assert not ours & theirs, ours & theirs
+
+
+def test_pinned_version_resolves_from_the_sources(host):
+    # The pinned version comes from a configured mirror, not only from dpkg's status file:
+    # in `apt-cache policy`'s version table (" *** <version> <priority>", then one indented
+    # line per origin), its entry lists a non-free source.
+    policy = host.check_output("apt-cache policy nvidia-smi").splitlines()
+    entry = re.compile(rf"^ (\*\*\*| {{3}}) {re.escape(VERSION)} -?[0-9]+$")
+    start = next((i for i, line in enumerate(policy) if entry.match(line)), None)
+    assert start is not None, policy
+    origins = []
+    for line in policy[start + 1 :]:
+        if not line.startswith("        "):
+            break
+        origins.append(line.strip())
+    assert any("/non-free " in origin for origin in origins), policy
 
 
 def test_pin_file(host):

@@ -1,7 +1,8 @@
 """Verify the nccl role on the molecule instance (Debian 12, systemd as PID 1, podman).
 
-molecule.yml selects nccl_install_method: wheel: the nvidia-nccl-cu12 wheel is downloaded on
-the controller (PyPI answers there), checked against nccl_wheel_sha256, and unpacked in the
+molecule.yml selects nccl_install_method: wheel with nccl_wheel_url empty (the default): the
+controller's pip downloads nvidia-nccl-cu12==2.27.5 in hash-checking mode (nccl_wheel_sha256)
+through the build machine's own pip configuration, and the wheel is unpacked in the
 container. The nccl-tests archive is on GitHub, unreachable from the build machines.
 
 What is verified in the container:
