@@ -69,7 +69,23 @@ def provisioned_rack():
     assert up.returncode == 0, up.stdout + up.stderr
     first = run(str(BIN / "ansible-playbook"), "-i", DEMO, "playbooks/site.yml")
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    # Every test after this one validates, and mpi.allreduce needs both nodes idle in SLURM.
+    require_slurm_idle(NODES)
     return first
+
+
+def test_members_know_each_other_without_container_dns(provisioned_rack):
+    """Each container's /etc/hosts names every other member with its fixed address
+    (podman --add-host), so the rack works whether or not the podman network has DNS."""
+    members = {"rg-head": "10.89.240.10", "rg-node01": "10.89.240.11",
+               "rg-node02": "10.89.240.12"}
+    for name in members:
+        hosts = run("podman", "exec", name, "cat", "/etc/hosts").stdout
+        entries = {fields[1]: fields[0] for fields in (line.split() for line in
+                   hosts.splitlines()) if len(fields) >= 2 and not fields[0].startswith("#")}
+        for other, address in members.items():
+            if other != name:
+                assert entries.get(other) == address, f"{name}:/etc/hosts\n{hosts}"
 
 
 def test_provisioning_is_idempotent(provisioned_rack):
@@ -108,8 +124,10 @@ def test_demo_rack_is_accepted_with_fio_figures(provisioned_rack, tmp_path):
         assert mpi["details"]["hosts"] == "rg-node01, rg-node02"
     mpi_record = json.loads((ROOT / "runs" / doc["run"]["run_id"]
                              / "evidence/rg-head/mpi.allreduce.json").read_text())
-    assert mpi_record["argv"][3] == "srun" and "--nodelist=rg-node01,rg-node02" in \
-        mpi_record["argv"]
+    # srun behind rackgate's readiness guard (python3 -c <probe> NODES -- srun ...)
+    argv = mpi_record["argv"]
+    assert argv[3:5] == ["python3", "-c"] and argv[6:9] == ["rg-node01,rg-node02", "--", "srun"]
+    assert "--nodelist=rg-node01,rg-node02" in argv
     for node in NODES:
         ident = result(by[node], "node.identity")
         # This VM exposes no DMI, so no serial: the certificate says so, as a warning.
@@ -160,7 +178,8 @@ def test_impossible_threshold_on_one_node_rejects_the_rack(provisioned_rack, tmp
 
 
 def slurm_state(node: str) -> str:
-    return run("podman", "exec", "rg-head", "sinfo", "-h", "-n", node, "-o", "%T").stdout.strip()
+    return run("podman", "exec", "rg-head", "sinfo", "-h", "-N", "-n", node,
+               "-o", "%T").stdout.strip().split("\n")[0]
 
 
 def wait_slurm_idle(node: str, timeout_s: float = 60.0) -> bool:
@@ -171,6 +190,26 @@ def wait_slurm_idle(node: str, timeout_s: float = 60.0) -> bool:
             return True
         time.sleep(2)
     return False
+
+
+def require_slurm_idle(nodes: list[str], timeout_s: float = 45.0) -> None:
+    """Wait (bounded: slurmd registers seconds after provisioning starts it) for slurmctld on
+    rg-head to see every node idle; otherwise fail at once with the node states and the end
+    of slurmd's log on each node that is not idle."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = {n: slurm_state(n) for n in nodes}
+        if all(state == "idle" for state in states.values()):
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    logs = "\n".join(
+        f"--- journalctl -u slurmd -n 15 on {n} ---\n"
+        + run("podman", "exec", n, "journalctl", "-u", "slurmd", "-n", "15", "--no-pager").stdout
+        for n, state in states.items() if state != "idle")
+    pytest.fail(f"SLURM on rg-head does not see every node idle after {timeout_s:.0f} s: "
+                f"{states} (sinfo -N)\n{logs}", pytrace=False)
 
 
 def test_stopped_node_is_an_error_and_the_others_are_judged(provisioned_rack):

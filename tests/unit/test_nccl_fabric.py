@@ -41,7 +41,9 @@ def rails_output(bodies: list[tuple[str, int]], end: bool = True) -> str:
 def test_one_job_over_every_gpu_of_every_node() -> None:
     argv = fabric_command(NcclFabricParams(nccl_env={"NCCL_IB_HCA": "=mlx5_0:1,mlx5_3:1"}),
                           {"rackgate_nodes": ["gpu01", "gpu02"]})
-    assert argv[0] == "srun" and "--ntasks-per-node=8" in argv and "--gres=gpu:8" in argv
+    # srun behind the readiness guard: it runs only when SLURM has both nodes idle
+    assert argv[:2] == ["python3", "-c"] and argv[3:6] == ["gpu01,gpu02", "--", "srun"]
+    assert "--ntasks-per-node=8" in argv and "--gres=gpu:8" in argv
     assert "NCCL_IB_HCA==mlx5_0:1,mlx5_3:1" in argv
     assert argv[argv.index("-g") + 1] == "1"
 
@@ -49,8 +51,8 @@ def test_one_job_over_every_gpu_of_every_node() -> None:
 def test_per_rail_runs_one_job_per_rail_on_its_gpu_and_hca() -> None:
     argv = fabric_command(NcclFabricParams(per_rail=True, rail_hcas=HCAS),
                           {"rackgate_nodes": ["gpu01", "gpu02"]})
-    assert argv[:2] == ["bash", "-c"]
-    script = argv[2]
+    assert argv[3:7] == ["gpu01,gpu02", "--", "bash", "-c"]
+    script = argv[7]
     assert script.count("srun ") == 8
     assert "CUDA_VISIBLE_DEVICES=3 NCCL_IB_HCA==mlx5_5" in script
     assert "--ntasks-per-node=1" in script

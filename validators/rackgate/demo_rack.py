@@ -4,6 +4,9 @@ simulated BMCs on the control host's loopback that stand in for their BMCs.
 The hosts come from ``inventory/demo`` (every host whose ``ansible_connection`` is
 ``containers.podman.podman``); each becomes a container of the same name on the
 ``rackgate-demo`` network, from the locally built base image (scripts/build-image.sh).
+Each container has a fixed address, and every member's name and address are written into
+every member's /etc/hosts (``podman run --add-host``): the rack never depends on the
+network's DNS, which podman's CNI backend provides only with the dnsname plugin.
 The BMCs (rackgate.demo_bmc): ipmi_sim on 127.0.0.1:9623 (console 9624) for rg-node01,
 and a Redfish mockup service on 127.0.0.1:9625 for rg-node02's BMC and the rack's CDU.
 Their state lives in ``.state/demo`` so that a fault injected there is undone by ``heal``.
@@ -120,6 +123,32 @@ def container_status(inv: Inventory) -> list[NodeState]:
     return out
 
 
+def addresses(inv: Inventory) -> dict[str, str]:
+    """Container name -> its fixed address on the demo network, in host-name order
+    (inventory/demo: rg-head 10.89.240.10, rg-node01 .11, rg-node02 .12)."""
+    return {container_name(inv, host): f"{SUBNET_PREFIX}{FIRST_HOST_ADDRESS + index}"
+            for index, host in enumerate(demo_hosts(inv))}
+
+
+def _extra_hosts(plan: dict[str, str], name: str) -> list[str]:
+    """The ``--add-host`` entries of one member: every other member, name:address."""
+    return sorted(f"{other}:{address}" for other, address in plan.items() if other != name)
+
+
+def _inspect(name: str) -> tuple[str, list[str]] | None:
+    """(podman state, the container's --add-host entries), or None when it does not exist."""
+    proc = _podman("container", "inspect", "--format",
+                   "{{.State.Status}} {{json .HostConfig.ExtraHosts}}", name, check=False)
+    if proc.returncode != 0:
+        return None
+    state, _, hosts = proc.stdout.strip().partition(" ")
+    try:
+        extra = json.loads(hosts) or []
+    except json.JSONDecodeError:
+        extra = []
+    return state, sorted(str(h) for h in extra)
+
+
 def up(inv: Inventory, boot_timeout_s: float = 60.0) -> list[NodeState]:
     hosts = demo_hosts(inv)
     if not hosts:
@@ -129,15 +158,21 @@ def up(inv: Inventory, boot_timeout_s: float = 60.0) -> list[NodeState]:
     image = build_image()
     if _podman("network", "exists", NETWORK, check=False).returncode != 0:
         _podman("network", "create", "--label", LABEL, "--subnet", SUBNET, NETWORK)
-    for index, host in enumerate(hosts):
-        name = container_name(inv, host)
-        state = _podman("container", "inspect", "--format", "{{.State.Status}}", name,
-                        check=False)
-        if state.returncode != 0:
-            address = f"{SUBNET_PREFIX}{FIRST_HOST_ADDRESS + index}"
+    plan = addresses(inv)
+    for name, address in plan.items():
+        extra = _extra_hosts(plan, name)
+        found = _inspect(name)
+        if found is not None and found[1] != extra:
+            # Made before the rack had its /etc/hosts entries, or for another rack: its
+            # name service would not know the other members. It holds nothing that
+            # provisioning does not put back.
+            _podman("rm", "--force", "--time", "5", name)
+            found = None
+        if found is None:
             _podman("run", "--detach", "--name", name, "--hostname", name, "--network", NETWORK,
-                    "--ip", address, "--label", LABEL, image)
-        elif state.stdout.strip() != "running":
+                    "--ip", address, *(f"--add-host={entry}" for entry in extra),
+                    "--label", LABEL, image)
+        elif found[0] != "running":
             _podman("start", name)
     deadline = time.monotonic() + boot_timeout_s
     while True:  # bounded: systemd boots in a few seconds; give up at the deadline

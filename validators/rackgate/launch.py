@@ -17,6 +17,12 @@ Two launchers:
   ``--map-by ppr:<tasks>:node``, ``--bind-to none`` (the benchmark pins its own GPUs), and
   ``--tag-output``.
 
+Every srun launch goes behind :func:`when_slurm_ready`: rackgate's guard
+(``probes/slurm_ready.py``, sent as text) asks ``sinfo --Node`` for exactly the nodes of
+the job and starts it only when every one is ``idle``; otherwise it fails at once, naming
+each node that is not ready with SLURM's state and reason, instead of queueing a job that
+can never start.
+
 The benchmark's environment (NCCL_* from the profile, NCCL_TESTS_SPLIT in per-rail mode) is
 passed through ``env NAME=value`` in front of the program for srun, because ``--export``
 splits its argument on commas and NCCL_IB_HCA values contain commas; Open MPI's ``-x
@@ -34,9 +40,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from rackgate.probes import source
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # SLURM node names and hostnames: letters, digits, '-', '_' and '.'; no list syntax here
@@ -122,6 +130,22 @@ def srun_argv(launch: Launch, job_name: str) -> list[str]:
     if launch.env:
         argv += ["env", *_env_words(launch.env)]
     return argv + list(launch.program)
+
+
+def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str]) -> list[str]:
+    """``argv`` (srun, or a script of srun jobs) run by the readiness guard, which execs it
+    only when SLURM reports every node of ``nodes`` idle.
+
+    >>> guarded = when_slurm_ready(("n1", "n2"), ["srun", "hostname"])
+    >>> guarded[:2], guarded[3:]
+    (['python3', '-c'], ['n1,n2', '--', 'srun', 'hostname'])
+    """
+    for node in nodes:
+        if not NODE_NAME.match(node):
+            raise LaunchError(f"launch: node name {node!r} is not a plain host name")
+    if not nodes or not argv:
+        raise LaunchError("launch: the readiness guard needs nodes and a command")
+    return ["python3", "-c", source("slurm_ready"), ",".join(nodes), "--", *argv]
 
 
 def hostfile(launch: Launch) -> str:

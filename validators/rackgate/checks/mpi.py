@@ -13,8 +13,10 @@ over NVLink and the fabric are the nccl checks.
 
 >>> argv = allreduce_command(AllreduceParams(sizes=[1024], iters=5, judge_min_bytes=1024),
 ...     {"rackgate_nodes": ["n1", "n2"], "inventory_hostname": "head"})
->>> argv[:4]
-['srun', '--job-name=rackgate-mpi.allreduce', '--nodes=2', '--nodelist=n1,n2']
+>>> argv[:2], argv[3:9]  # srun behind the readiness guard (launch.when_slurm_ready)
+... # doctest: +NORMALIZE_WHITESPACE
+(['python3', '-c'], ['n1,n2', '--', 'srun', '--job-name=rackgate-mpi.allreduce', '--nodes=2',
+ '--nodelist=n1,n2'])
 >>> argv[-8:-6], argv[-5:]
 (['python3', '-c'], ['1024', '--iters', '5', '--warmup', '5'])
 """
@@ -28,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rackgate.checks import Check, CommandError, Scope, compare
-from rackgate.launch import Launch, LaunchError, mpirun_argv, srun_argv
+from rackgate.launch import Launch, LaunchError, mpirun_argv, srun_argv, when_slurm_ready
 from rackgate.model import Judgement, Status
 from rackgate.parsers.mpi_allreduce import AllreduceRun, parse_mpi_allreduce
 from rackgate.probes import source
@@ -83,7 +85,7 @@ def allreduce_command(p: AllreduceParams, hostvars: Mapping[str, Any]) -> list[s
         raise CommandError(str(exc)) from None
     if p.launcher == "mpirun":
         return mpirun_argv(launch, None, allow_run_as_root=True)
-    return srun_argv(launch, job_name=f"rackgate-{NAME}")
+    return when_slurm_ready(launch.nodes, srun_argv(launch, job_name=f"rackgate-{NAME}"))
 
 
 def judge_allreduce(run: AllreduceRun, p: AllreduceParams,

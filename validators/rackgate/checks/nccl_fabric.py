@@ -30,7 +30,7 @@ from pydantic import Field, model_validator
 
 from rackgate.checks import Check, CommandError, Scope, compare
 from rackgate.checks.nccl import NcclParams, binary_dir, large_message_busbw, size_bytes
-from rackgate.launch import Launch, LaunchError, srun_argv
+from rackgate.launch import Launch, LaunchError, srun_argv, when_slurm_ready
 from rackgate.model import Judgement, Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import NcclTestsRun, parse_nccl_tests
@@ -89,7 +89,7 @@ def fabric_command(p: NcclFabricParams, hostvars: Mapping[str, Any]) -> list[str
 
     try:
         if not p.per_rail:
-            return job(p.gpus_per_node, dict(p.nccl_env))
+            return when_slurm_ready(nodes, job(p.gpus_per_node, dict(p.nccl_env)))
         lines = ["set -u", f"echo '{_HEAD} rails={len(p.rail_hcas)}'"]
         for i, hca in enumerate(p.rail_hcas):
             env = {**p.nccl_env, "CUDA_VISIBLE_DEVICES": str(i), "NCCL_IB_HCA": f"={hca}"}
@@ -97,7 +97,8 @@ def fabric_command(p: NcclFabricParams, hostvars: Mapping[str, Any]) -> list[str
                       f'echo "### rail index={i} hca={shlex.quote(hca)} rc=$rc"',
                       'printf "%s\\n" "$out"']
         lines.append("echo '### end'")
-        return ["bash", "-c", "\n".join(lines) + "\n", "rackgate-rails"]
+        return when_slurm_ready(nodes, ["bash", "-c", "\n".join(lines) + "\n",
+                                        "rackgate-rails"])
     except LaunchError as exc:
         raise CommandError(str(exc)) from None
 

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rackgate.checks import Check, CommandError, Scope
-from rackgate.launch import Launch, LaunchError, srun_argv
+from rackgate.launch import Launch, LaunchError, srun_argv, when_slurm_ready
 from rackgate.model import Judgement, Result, Status
 from rackgate.pairs import (
     DEFAULT_MIN_RATIO,
@@ -114,7 +114,7 @@ def pairwise_command(p: PairwiseParams, hostvars: Mapping[str, Any]) -> list[str
     if len(nodes) < 2:
         raise CommandError(f"{NAME} needs at least two nodes under test, got {nodes}")
     try:
-        return ["bash", "-c", script(p, nodes), "rackgate-pairwise"]
+        return when_slurm_ready(nodes, ["bash", "-c", script(p, nodes), "rackgate-pairwise"])
     except LaunchError as exc:
         raise CommandError(str(exc)) from None
 
