@@ -20,7 +20,7 @@ from rackgate.checks.redundancy import (
 )
 from rackgate.model import Status
 from rackgate.parsers.bonding import parse_bonding
-from rackgate.parsers.ipmi import parse_ipmi_sdr
+from rackgate.parsers.ipmi import parse_ipmi_sdr, psu_sensors
 from rackgate.parsers.multipath import parse_multipath_ll
 from rackgate.profile import Hardware, PsuSpec, StorageSpec
 
@@ -45,7 +45,15 @@ def expect(f: CorpusFile, status: Status, message: str) -> None:
 
 @pytest.mark.parametrize("f", corpus_params("ipmi"))
 def test_ipmi_corpus(f: CorpusFile) -> None:
-    j = judge_psu_ipmi(parse_ipmi_sdr(f.body), PsuIpmiParams(), {}, HW)
+    sdr = parse_ipmi_sdr(f.body)
+    j = judge_psu_ipmi(sdr, PsuIpmiParams(), {}, HW)
+    status_sensors = [s for k, s in psu_sensors(sdr) if k == "psu"]
+    if not not_healthy(f) and all(s.states is None for s in status_sensors):
+        # only the 3-column 'ipmitool sdr' form: its 0xNN is not the sensor's states (IPMI
+        # leaves that byte unspecified for discrete sensors), so health cannot be shown
+        assert j.status is Status.ERROR, f"{f.path.name}: {j.status.label}: {j.message}"
+        assert "collect 'sdr elist'" in j.message
+        return
     expect(f, j.status, j.message)
 
 
@@ -53,7 +61,8 @@ def test_ipmi_corpus(f: CorpusFile) -> None:
 def test_multipath_corpus(f: CorpusFile) -> None:
     topo = parse_multipath_ll(f.body)
     assert topo.maps, f"{f.path.name}: no map parsed"
-    j = judge_multipath(topo, MultipathParams(), {}, HW)
+    # the profile expects the LUNs the file shows (a lost LUN is the judge's other test)
+    j = judge_multipath(topo, MultipathParams(wwids=[m.wwid for m in topo.maps]), {}, HW)
     expect(f, j.status, j.message)
 
 

@@ -11,7 +11,6 @@ Debian's mirror; `make test` provides all three.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -24,6 +23,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from rackgate.collect import check_argv
+from rackgate.demo_rack import BMC_PASSWORD
 
 pytestmark = pytest.mark.e2e
 
@@ -124,9 +126,11 @@ def test_demo_rack_is_accepted_with_fio_figures(provisioned_rack, tmp_path):
         assert mpi["details"]["hosts"] == "rg-node01, rg-node02"
     mpi_record = json.loads((ROOT / "runs" / doc["run"]["run_id"]
                              / "evidence/rg-head/mpi.allreduce.json").read_text())
-    # srun behind rackgate's readiness guard (python3 -c <probe> NODES -- srun ...)
-    argv = mpi_record["argv"]
-    assert argv[3:5] == ["python3", "-c"] and argv[6:9] == ["rg-node01,rg-node02", "--", "srun"]
+    # under rackgate's node lock on rg-head and timeout(1), srun behind rackgate's
+    # readiness guard (python3 -c <probe> NODES -- srun ...)
+    argv = list(check_argv(mpi_record["argv"]))
+    assert mpi_record["argv"][:2] == ["sh", "-c"] and "timeout" in mpi_record["argv"]
+    assert argv[:2] == ["python3", "-c"] and argv[3:6] == ["rg-node01,rg-node02", "--", "srun"]
     assert "--nodelist=rg-node01,rg-node02" in argv
     for node in NODES:
         ident = result(by[node], "node.identity")
@@ -260,28 +264,87 @@ def test_rejudge_offline_with_a_stricter_profile(provisioned_rack, tmp_path):
     assert json.loads((run_dir / "report.json").read_text())["verdict"] == "ACCEPT"
 
 
-def _kill_orphans(marker: str) -> None:
-    """ansible-runner starts ansible-playbook in a session of its own (pexpect), so killing
-    rackgate's process group leaves it behind: kill every process whose command line names
-    this test's own inventory file, so nothing outlives the test."""
+def host_processes() -> list[tuple[int, int, str, str, bytes]]:
+    """(pid, ppid, comm, command line, cgroup) of every process this host sees, the
+    containers' included (rootful podman: one pid namespace view from here)."""
+    out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace")
+            cgroup = Path(f"/proc/{pid}/cgroup").read_bytes()
         except OSError:
             continue
-        if marker.encode() in cmdline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        out.append((int(pid), ppid, comm, cmd, cgroup))
+    return out
 
 
-def test_killed_run_resumes_collecting_only_what_is_missing(provisioned_rack, tmp_path):
-    # rg-node02 reads for 25 s instead of 3: the run is killed (SIGKILL, whole process
-    # group, as a crash would) once rg-node01's evidence is stored and before rg-node02's.
+def container_ids(names: list[str]) -> dict[str, bytes]:
+    ids = {}
+    for name in names:
+        proc = run("podman", "inspect", "-f", "{{.Id}}", name)
+        assert proc.returncode == 0, proc.stderr
+        ids[name] = proc.stdout.strip().encode()
+    return ids
+
+
+def fio_per_node(ids: dict[str, bytes]) -> dict[str, int]:
+    """Benchmarks running on each node now: fio processes whose parent is not fio (fio
+    forks one process per job)."""
+    procs = host_processes()
+    comm = {pid: c for pid, _, c, _, _ in procs}
+    return {name: sum(1 for _, ppid, c, _, cg in procs
+                      if c == "fio" and comm.get(ppid) != "fio" and cid in cg)
+            for name, cid in ids.items()}
+
+
+class FioWatch:
+    """Samples the fio processes on every node until stopped; keeps the maximum."""
+
+    def __init__(self, nodes: list[str]) -> None:
+        import threading
+
+        self.ids = container_ids(nodes)
+        self.most = dict.fromkeys(nodes, 0)
+        self.samples = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            for node, n in fio_per_node(self.ids).items():
+                self.most[node] = max(self.most[node], n)
+            self.samples += 1
+            time.sleep(0.05)
+
+    def stop(self) -> dict[str, int]:
+        self._done.set()
+        self._thread.join(timeout=30)
+        return self.most
+
+
+def control_host_processes(marker: str) -> dict[int, str]:
+    return {pid: cmd for pid, _, _, cmd, _ in host_processes()
+            if marker in cmd and pid != os.getpid()}
+
+
+def test_sound_11_killed_run_resumes_without_orphans_or_overlap(provisioned_rack, tmp_path):
+    """SIGKILL of validate (its whole process group, as a crash would) during fio: rackgate
+    leaves nothing that goes on launching, and --resume ends what is left (on this host and
+    on the nodes) before it collects only what is missing: never more than one fio on a
+    node, no orphan afterwards, and the run accepts."""
+    # rg-node02 reads for 25 s instead of 3: the run is killed once rg-node01's evidence is
+    # stored and while rg-node02's fio still runs.
     slow = tmp_path / "slow-node02.yml"
     slow.write_text(yaml.safe_dump({"all": {"hosts": {"rg-node02": {
         "rackgate_profile_overrides": {"checks": {"fio.seq_read": {"params": {
             "runtime_s": 25}}}}}}}}))
     runs = tmp_path / "runs"
+    watch = FioWatch(NODES)
     proc = subprocess.Popen(
         [sys.executable, "-m", "rackgate.cli", "validate", "-i", DEMO, "-i", str(slow),
          "--profile", "demo", "--runs-dir", str(runs)],
@@ -296,14 +359,15 @@ def test_killed_run_resumes_collecting_only_what_is_missing(provisioned_rack, tm
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-        _kill_orphans(str(slow))
     assert first is not None, "rg-node01's evidence never appeared"
     run_dir = first.parents[2]
     assert not (run_dir / "evidence/rg-node02/fio.seq_read.json").exists()
     assert json.loads((run_dir / "manifest.json").read_text())["finished"] is None
+    assert fio_per_node(watch.ids)["rg-node02"] == 1, "the killed run's fio is not running"
     kept = first.read_bytes()
 
     resumed = rackgate("validate", "--resume", str(run_dir))
+    most = watch.stop()
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "fio.seq_read on 1 node(s)" in resumed.stdout
     assert "fio.seq_read rg-node02: completed" in resumed.stdout
@@ -312,6 +376,72 @@ def test_killed_run_resumes_collecting_only_what_is_missing(provisioned_rack, tm
     doc = report_of(resumed)
     assert doc["verdict"] == "ACCEPT" and doc["run"]["resumed"]
     assert doc["run"]["finished"] is not None
+    # nothing of the killed attempt is left, here or on the nodes, and no node ever ran
+    # two benchmarks at once
+    assert watch.samples > 50 and most == dict.fromkeys(NODES, 1), most
+    assert fio_per_node(watch.ids) == dict.fromkeys(NODES, 0)
+    assert not control_host_processes(str(slow)), control_host_processes(str(slow))
+    ev = json.loads((run_dir / "evidence/rg-node02/fio.seq_read.json").read_text())
+    assert "earlier attempt of this run" in ev["stderr"], ev["stderr"]
+
+
+def test_sound_12_two_runs_on_the_same_nodes_take_turns(provisioned_rack, tmp_path):
+    """Two validates of the same nodes started together: the node lock makes their
+    benchmarks take turns (never more than one fio on a node), and both accept."""
+    watch = FioWatch(NODES)
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "rackgate.cli", "validate", "-i", DEMO, "--profile", "demo",
+         "--checks", "fio", "--runs-dir", str(tmp_path / "runs")],
+        cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)]
+    outs = [p.communicate(timeout=900) for p in procs]
+    most = watch.stop()
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out[-3000:] + err[-2000:]
+        assert "Rack verdict: ACCEPT (2/2 nodes accepted)" in out
+    assert len({re.search(r"Report \(JSON\): (\S+)", o).group(1) for o, _ in outs}) == 2
+    assert watch.samples > 50 and most == dict.fromkeys(NODES, 1), most
+
+
+# The demo BMCs' password (vaulted in inventory/demo/group_vars/compute/vault.yml), as a
+# word: "--password-file" and "rackgate_bmc_password" do not count, "X=password" does.
+PASSWORD_WORD = re.compile(rf"(?<![-\w]){re.escape(BMC_PASSWORD)}(?![-\w])")
+
+
+def test_sound_7_bmc_password_never_in_ps_on_the_demo_rack(provisioned_rack):
+    """ps on the control host, sampled all through a validate of the BMC checks (the
+    password vaulted in the inventory): no process' argv holds the password, nor do the
+    evidence and reports; the queries reached the BMCs (their checks pass)."""
+    import threading
+
+    leaks: list[str] = []
+    seen: set[str] = set()
+    done = threading.Event()
+    samples = [0]
+
+    def sample() -> None:
+        while not done.is_set():
+            for pid, _, _, cmd, _ in host_processes():
+                if PASSWORD_WORD.search(cmd) or "PASSWORD=" in cmd:
+                    leaks.append(f"pid {pid}: {cmd[:300]}")
+                seen.update(t for t in ("ipmitool", "rackgate.redfish") if t in cmd)
+            samples[0] += 1
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        proc = rackgate("validate", "-i", DEMO, "--profile", "demo",
+                        "--checks", "redundancy,cooling")
+    finally:
+        done.set()
+        sampler.join(timeout=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert seen == {"ipmitool", "rackgate.redfish"} and samples[0] > 20, (seen, samples)
+    assert not leaks, f"{len(leaks)} sightings, e.g. {sorted(set(leaks))[:5]}"
+    run_dir = ROOT / "runs" / report_of(proc)["run"]["run_id"]
+    for f in run_dir.rglob("*"):
+        if f.is_file():
+            assert not PASSWORD_WORD.search(f.read_text(errors="replace")), f
 
 
 def test_injected_bmc_faults_reject_with_sensor_and_location(provisioned_rack):

@@ -9,7 +9,6 @@ bootstrap installs them): without them the tests FAIL, saying so.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -21,6 +20,7 @@ from typing import TypeVar
 
 import pytest
 
+from rackgate.checks import SECRET_FILE
 from rackgate.checks.redundancy import PsuIpmiParams, judge_psu_ipmi, psu_ipmi_command
 from rackgate.demo_bmc import BmcError, ipmi_console, start_ipmi_sim
 from rackgate.model import Judgement, Status
@@ -29,7 +29,7 @@ from rackgate.profile import Hardware, PsuSpec
 
 HW = Hardware(psu=PsuSpec(count=2, redundancy="N+1", source="the ipmi_sim test BMC, 2 PSUs"))
 T = TypeVar("T")
-PASSWORD = "password"  # lan.conf's admin user; passed through IPMI_PASSWORD, never argv
+PASSWORD = "password"  # lan.conf's admin user; read from a 0600 file (-f), never argv
 
 
 def _need(tool: str, package: str) -> str:
@@ -62,9 +62,11 @@ class Bmc:
     def query(self) -> str:
         argv = psu_ipmi_command(PsuIpmiParams(), {"rackgate_bmc_host": "127.0.0.1",
                                                   "rackgate_bmc_port": self.lan_port})
-        env = {**os.environ, "IPMI_PASSWORD": PASSWORD}
-        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30,
-                             check=False)
+        secret = self.log.parent / "bmc-password"  # what the collector makes, privately
+        secret.touch(mode=0o600)
+        secret.write_text(PASSWORD)
+        argv = [str(secret) if a == SECRET_FILE else a for a in argv]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
         assert out.returncode == 0, f"{' '.join(argv)} -> rc {out.returncode}: {out.stderr}"
         return out.stdout
 
@@ -106,6 +108,11 @@ def test_healthy_bmc_passes(bmc: Bmc) -> None:
 @pytest.mark.parametrize(("fault", "named", "why"), [
     ("sensor_set_bit 0x20 0 2 1 1 1", "PSU2 Status", "Failure detected"),
     ("sensor_set_bit 0x20 0 2 3 1 1", "PSU2 Status", "Power Supply AC lost"),
+    # issue 11 finding 2: offsets 05h-07h as this ipmitool prints them (one of them holds a
+    # comma), which a deny-list of words let pass
+    ("sensor_set_bit 0x20 0 2 5 1 1", "PSU2 Status", "AC out-of-range, but present"),
+    ("sensor_set_bit 0x20 0 2 6 1 1", "PSU2 Status", "Config Error"),
+    ("sensor_set_bit 0x20 0 2 7 1 1", "PSU2 Status", "Power Supply Inactive"),
     ("sensor_set_value 0x20 0 3 0xe8 1", "PSU1 Power In", "928 W is beyond the BMC's critical"),
 ])
 def test_injected_fault_fails_naming_the_sensor(bmc: Bmc, fault: str, named: str,

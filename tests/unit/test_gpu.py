@@ -30,6 +30,11 @@ def judge(text: str, hw: Hardware = H100, **params: object):
     return judge_gpu_health(parse_nvidia_smi_xml(text), GpuHealthParams(**params), {}, hw)
 
 
+# what every driver prints for an idle GPU (the judge errors when the section is missing)
+IDLE = ("<clocks_event_reasons><clocks_event_reason_gpu_idle>Active"
+        "</clocks_event_reason_gpu_idle></clocks_event_reasons>")
+
+
 def strip_header(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
 
@@ -169,7 +174,7 @@ def test_na_reads_as_none_and_does_not_fail():
         "<fb_memory_usage><total>[N/A]</total></fb_memory_usage><remapped_rows>N/A"
         "</remapped_rows><temperature><gpu_temp>N/A</gpu_temp></temperature>"
         "<gpu_power_readings><power_draw>N/A</power_draw></gpu_power_readings>"
-        "</gpu></nvidia_smi_log>")
+        f"{IDLE}</gpu></nvidia_smi_log>")
     g = q.gpus[0]
     assert g.fb_memory_total_mib is None and g.remapped_rows_pending is None
     assert g.temperature_gpu_c is None and g.ecc.volatile_uncorrectable is None
@@ -179,8 +184,8 @@ def test_na_reads_as_none_and_does_not_fail():
 
 def test_ecc_disabled_fails_unless_not_required():
     xml = ("<nvidia_smi_log><gpu id='0000:07:00.0'><product_name>NVIDIA A100-SXM4-80GB"
-           "</product_name><ecc_mode><current_ecc>Disabled</current_ecc></ecc_mode>"
-           "</gpu></nvidia_smi_log>")
+           "</product_name><persistence_mode>Enabled</persistence_mode><ecc_mode>"
+           f"<current_ecc>Disabled</current_ecc></ecc_mode>{IDLE}</gpu></nvidia_smi_log>")
     q = parse_nvidia_smi_xml(xml)
     assert "ECC mode Disabled" in judge_gpu_health(q, GpuHealthParams(), {}, A100_ONE).message
     j = judge_gpu_health(q, GpuHealthParams(require_ecc=False), {}, A100_ONE)

@@ -5,7 +5,7 @@ import pytest
 from rackgate.checks.identity import IdentityParams, identity_command, judge_identity
 from rackgate.model import Status
 from rackgate.parsers import ParseError
-from rackgate.parsers.identity import parse_identity
+from rackgate.parsers.identity import FIELDS, parse_identity
 
 
 def strip_header(text: str) -> str:
@@ -29,13 +29,15 @@ def test_vm_without_dmi_warns_that_it_cannot_be_bound(fixture_text):
 
 
 def test_crlf_and_unknown_keys_are_tolerated():
-    ident = parse_identity("kernel=6.1\r\nsomething_new=1\r\nproduct_serial=X\r\n")
+    lines = [f"{k}=" for k in FIELDS if k != "product_serial"]
+    ident = parse_identity("\r\n".join([*lines, "something_new=1", "product_serial=X"]))
     assert ident.fields["product_serial"] == "X"
 
 
 @pytest.mark.parametrize(("text", "match"), [
-    ("", "no 'kernel=' line"),
-    ("product_serial=X\n", "no 'kernel=' line"),
+    ("", "no 'sys_vendor=', .*'kernel=', 'os=', 'machine_id=' line"),
+    ("product_serial=X\n", r"no 'sys_vendor=', 'product_name=', 'board_serial=', .* line"),
+    ("".join(f"{k}=\n" for k in FIELDS[:-1]), r"no 'machine_id=' line \(truncated output"),
     ("Segmentation fault\n", "line 1 is not key=value"),
 ])
 def test_bad_probe_output(text, match):

@@ -132,7 +132,9 @@ def test_reverse_direction_and_over_line_rate():
     m = judge_pairwise(["a", "b"], {("b", "a"): 390.0, ("a", "b"): 380.0}, T)
     assert m.pairs[0].measured_gbps == 380.0, "both directions: the lower one is judged"
     over = judge_pairwise(["a", "b"], {("a", "b"): 3138.0}, T)
-    assert over.status is Status.WARN and "wrong unit" in over.pairs[0].message
+    # above the 400 Gb/s line rate (a limit) by more than 5 %: not a measurement
+    assert over.status is Status.ERROR and "implausible evidence" in over.pairs[0].message
+    assert over.pairs[0].measured_gbps is None
 
 
 def test_unknown_nodes_and_too_few():

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from rackgate.checks import REGISTRY, CommandError
-from rackgate.checks.pairwise import PairwiseParams, judge_nodes, pairwise_command, script
+from rackgate.checks.pairwise import (
+    PAIR_TASK,
+    PairwiseParams,
+    judge_nodes,
+    pairwise_command,
+    schedule_argv,
+)
 from rackgate.evidence import EvidenceStore, write_json
 from rackgate.pairs import round_robin
 from rackgate.parsers import ParseError
@@ -48,8 +53,19 @@ def run_output(nodes: list[str], client_text: dict[tuple[str, str], str],
     return "\n".join(out) + "\n"
 
 
-HEALTHY = perftest("ib_write_bw-ndr400-sweep-gbits-healthy.txt")
-DEGRADED = perftest("ib_write_bw-ndr-port-at-hdr-degraded.txt")
+def as_run_of(text: str, size: int = 1 << 20, device: str = "mlx5_0") -> str:
+    """A 64 KiB perftest fixture derived into the run the check's command asks for (one
+    size, -s, on one device, -d): the result row's size and the Device field relabelled,
+    the bandwidths kept (64 KiB writes already run at the link's plateau)."""
+    text = re.sub(r"(?m)^(\s*)65536(\s)", rf"\g<1>{size}\2", text)
+    return re.sub(r"Device(\s+): mlx5_\d+", rf"Device\1: {device}", text)
+
+
+# Each pair's client runs one size on one device: PARAMS is the dgx-h100 profile's
+# (device mlx5_0, the default 1 MiB), and so is every pair output below.
+PARAMS = PairwiseParams(device="mlx5_0")
+HEALTHY = as_run_of(perftest("ib_write_bw-ndr400-64k-healthy.txt"))
+DEGRADED = as_run_of(perftest("ib_write_bw-ndr-port-at-hdr-degraded.txt"))
 
 
 def outputs(bad: str | None = None) -> dict[tuple[str, str], str]:
@@ -57,20 +73,27 @@ def outputs(bad: str | None = None) -> dict[tuple[str, str], str]:
             for rnd in round_robin(NODES) for p in rnd}
 
 
-def test_the_script_runs_each_round_in_parallel_and_is_valid_bash() -> None:
-    text = script(PairwiseParams(device="mlx5_3"), NODES)
-    assert text.count("\nwait\n") == 3  # N-1 rounds for N = 4
-    sruns = [line for line in text.splitlines() if line.startswith("( srun ")]
-    assert len(sruns) == 6  # every pair once
-    assert all("--mpi=none" in s and "--immediate=60" in s and "--ntasks-per-node=1" in s
-               for s in sruns)
-    assert "ib_write_bw -d mlx5_3 -i 1 -s 1048576 -D 5 -p 18515 --report_gbits -F" in text
-    pairs = [tuple(m.groups()) for m in re.finditer(r"--nodelist=(\w+),(\w+)", text)]
-    assert sorted(tuple(sorted(p)) for p in pairs) == sorted(
-        tuple(sorted(p)) for rnd in round_robin(NODES) for p in rnd)
-    check = subprocess.run(["bash", "-n", "-c", text], capture_output=True, text=True,
-                           timeout=30, check=False)
-    assert check.returncode == 0, check.stderr
+def test_the_schedule_runs_each_round_in_parallel_from_argv_lists() -> None:
+    argv = schedule_argv(PairwiseParams(device="mlx5_3"), NODES)
+    assert argv[:2] == ["python3", "-c"] and argv.count("--round") == 3  # N-1 rounds, N = 4
+    jobs = [i for i, word in enumerate(argv) if word == "--job"]
+    assert len(jobs) == 6  # every pair once
+    pairs = []
+    for start in jobs:
+        job = argv[start:start + 3 + int(argv[start + 2])]
+        assert job[3] == "srun" and argv[start + 3 + int(argv[start + 2]):][:1] in (
+            [], ["--job"], ["--round"])
+        assert "--mpi=none" in job and "--immediate=60" in job and "--ntasks-per-node=1" in job
+        nodelist = next(w for w in job if w.startswith("--nodelist="))
+        server, client = nodelist.removeprefix("--nodelist=").split(",")
+        assert job[1] == f"### pair round={job[1].split()[2][6:]} server={server} client={client}"
+        # the constant task script, then the server's name and the perftest argv as data
+        at = job.index("bash")
+        assert job[at:at + 5] == ["bash", "-c", PAIR_TASK, "rackgate-pair", server]
+        assert job[at + 5:] == ["ib_write_bw", "-d", "mlx5_3", "-i", "1", "-s", "1048576",
+                                "-D", "5", "-p", "18515", "--report_gbits", "-F"]
+        pairs.append(tuple(sorted((server, client))))
+    assert sorted(pairs) == sorted(tuple(sorted(p)) for rnd in round_robin(NODES) for p in rnd)
 
 
 def test_one_node_cannot_be_paired() -> None:
@@ -95,7 +118,7 @@ def test_parser_refuses_a_run_cut_short() -> None:
 def test_one_bad_port_is_named_and_its_partners_only_warn() -> None:
     hw = load_profile("dgx-h100").model.hardware
     run = parse_pairwise(run_output(NODES, outputs(bad="gpu03")))
-    results, matrix = judge_nodes(run, PairwiseParams(), {}, hw, NODES, "evidence/x.out")
+    results, matrix = judge_nodes(run, PARAMS, {}, hw, NODES, "evidence/x.out")
     by = {r.node: r for r in results}
     assert by["gpu03"].status.label == "fail"
     assert "likely culprit" in by["gpu03"].message
@@ -109,7 +132,7 @@ def test_a_failed_pair_job_is_an_error_never_a_pass() -> None:
     hw = load_profile("dgx-h100").model.hardware
     first = round_robin(NODES)[0][0]
     run = parse_pairwise(run_output(NODES, outputs(), rc={first: 1}))
-    results, matrix = judge_nodes(run, PairwiseParams(), {}, hw, NODES, "evidence/x.out")
+    results, matrix = judge_nodes(run, PARAMS, {}, hw, NODES, "evidence/x.out")
     by = {r.node: r for r in results}
     for node in first:
         assert by[node].status.label == "error"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks import CommandError
+from rackgate.checks import SECRET_FILE, CommandError
 from rackgate.checks.redundancy import (
     BondingParams,
     MultipathParams,
@@ -51,11 +51,12 @@ def psu(name: str, thresholds=None, hw: Hardware = HW):
 
 # --- IPMI ---------------------------------------------------------------------------------
 
-def test_ipmi_command_uses_env_password_and_never_argv():
+def test_ipmi_command_reads_the_password_from_a_file_never_argv():
     argv = psu_ipmi_command(PsuIpmiParams(), {"rackgate_bmc_host": "bmc-n01",
                                               "rackgate_bmc_port": 6230})
     assert argv[:3] == ["ipmitool", "-I", "lanplus"]
-    assert "-E" in argv and "-P" not in argv
+    assert argv[argv.index("-f") + 1] == SECRET_FILE  # the collector's private 0600 file
+    assert "-E" not in argv and "-P" not in argv
     assert argv[argv.index("-H") + 1] == "bmc-n01" and argv[argv.index("-p") + 1] == "6230"
     assert argv[argv.index("-C") + 1] == "3"
     assert psu_ipmi_command(PsuIpmiParams(), {"rackgate_bmc_host": "b"})[6] == "623"
@@ -94,7 +95,7 @@ def test_ipmi_parser_reads_states_number_entity_watts():
     ("ipmi-elist-psu2-predictive-failure.txt", "PSU2 Status", "Predictive failure"),
     ("ipmi-elist-redundancy-lost.txt", "PS Redundancy", "Redundancy Lost"),
     ("ipmi-elist-psu2-absent.txt", "PSU2 Status", "presence not asserted"),
-    ("ipmi-elist-one-psu-sensor-only.txt", "PSU1 Status", "expected >= 2"),
+    ("ipmi-elist-one-psu-sensor-only.txt", "PSU1 Status", "the profile expects 2"),
     ("ipmi-elist-power-above-critical.txt", "PSU1 Power In", "critical threshold"),
     ("ipmi-sdr-3col-psu2-failure-bit.txt", "PSU2 Status", "Failure detected (reading 0x03)"),
     ("ipmi-sdr-psu-not-readable.txt", "PSU2 Status", "not readable"),
@@ -163,10 +164,11 @@ def test_ipmi_a_deleted_psu_line_never_passes(data):
 
 # --- multipath ----------------------------------------------------------------------------
 
-def mp(name: str, per_lun: int = 2):
+MP2 = MultipathParams(lun_count=2)  # the fixtures' two LUNs, mpatha and mpathb
+
+def mp(name: str, per_lun: int = 2, params: MultipathParams = MP2):
     hw = Hardware(storage=StorageSpec(multipath_paths_per_lun=per_lun, source=SRC))
-    return judge_multipath(parse_multipath_ll(read(name)), MultipathParams(),
-                           {}, hw)
+    return judge_multipath(parse_multipath_ll(read(name)), params, {}, hw)
 
 
 def test_multipath_parser_reads_maps_groups_paths():
@@ -181,10 +183,12 @@ def test_multipath_parser_reads_maps_groups_paths():
             p.group) == ("2:0:0:1", "sdd", "8:48", "active", "ready", "running", 1)
 
 
-@pytest.mark.parametrize("fixture", ["multipath-healthy-2maps-2paths.txt",
-                                     "multipath-wwid-as-alias-healthy.txt"])
-def test_multipath_healthy_passes(fixture):
-    j = mp(fixture)
+@pytest.mark.parametrize(("fixture", "params"), [
+    ("multipath-healthy-2maps-2paths.txt", MP2),
+    ("multipath-wwid-as-alias-healthy.txt",
+     MultipathParams(wwids=["3600a098038303053453f463045727a31"]))])
+def test_multipath_healthy_passes(fixture, params):
+    j = mp(fixture, params=params)
     assert j.status is Status.PASS, j.message
     assert j.measured == 2
 
@@ -231,7 +235,7 @@ def test_multipath_a_deleted_path_never_passes(data):
     path_lines = [i for i, line in enumerate(lines) if " active ready " in line]
     drop = data.draw(st.sampled_from(path_lines))
     topo = parse_multipath_ll("\n".join(lines[:drop] + lines[drop + 1:]))
-    assert judge_multipath(topo, MultipathParams(), {}, HW).status is Status.FAIL
+    assert judge_multipath(topo, MP2, {}, HW).status is Status.FAIL
 
 
 # --- bonding ------------------------------------------------------------------------------

@@ -6,10 +6,13 @@ Exit codes follow the rack verdict: 0 ACCEPT, 1 REJECT, 2 could not run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 
 from rich.console import Console
 from rich.progress import (
@@ -24,6 +27,7 @@ from rich.table import Table
 
 from rackgate import __version__
 from rackgate.checks import REGISTRY, Check
+from rackgate.collect import Interrupted, Stop
 from rackgate.demo_rack import DemoError
 from rackgate.history import HistoryError, default_history_path, node_history, open_history
 from rackgate.inventory import InventoryError, load_inventory
@@ -81,7 +85,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
                            "run's manifest.json; drop -i/--profile/--checks/--limit")
     elif not (args.inventory and args.profile):
         raise RunError("validate needs -i INVENTORY and --profile PROFILE (or --resume RUN_DIR)")
-    checks = [c for part in (args.checks or []) for c in part.split(",") if c]
+    checks = [c.strip() for part in (args.checks or []) for c in part.split(",") if c.strip()]
+    if args.checks is not None and not checks:
+        raise RunError(f"--checks {','.join(args.checks)!r} names no check or tag")
+    if args.limit is not None and not [p for p in args.limit.split(",") if p.strip()]:
+        raise RunError(f"--limit {args.limit!r} names no host pattern (leave it out to "
+                       f"validate the whole group)")
     interactive = out.is_terminal
     progress = Progress(TextColumn("{task.description:<22}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=out,
@@ -107,16 +116,45 @@ def cmd_validate(args: argparse.Namespace) -> int:
             out.print(f"[{done[check]}/{totals[check]}] {check} {host}: {outcome}",
                       markup=False, highlight=False)
 
-    with progress:
-        if args.resume:
-            outcome = resume(Path(args.resume), forks=args.forks, on_plan=on_plan,
-                             progress=on_result)
-        else:
-            outcome = validate(args.inventory, load_profile_or_fail(args.profile),
-                               group=args.group, limit=args.limit, checks=checks or None,
-                               runs_dir=Path(args.runs_dir), forks=args.forks,
-                               on_plan=on_plan, progress=on_result)
-    return _summary(outcome)
+    stop = Stop()
+    try:
+        with stop_on_signals(stop), progress:
+            if args.resume:
+                outcome = resume(Path(args.resume), forks=args.forks, on_plan=on_plan,
+                                 progress=on_result, stop=stop)
+            else:
+                outcome = validate(args.inventory, load_profile_or_fail(args.profile),
+                                   group=args.group, limit=args.limit,
+                                   checks=checks or None, runs_dir=Path(args.runs_dir),
+                                   forks=args.forks, on_plan=on_plan, progress=on_result,
+                                   stop=stop)
+    except (RunError, InventoryError) as exc:
+        if stop():  # Ctrl-C also reached a child (ansible-inventory): say what happened
+            raise Interrupted(stop.signame) from exc
+        raise
+    code = _summary(outcome)
+    if stop():  # it came after collection: the reports stand, the exit code says so
+        err.print(f"rackgate validate: interrupted by {stop.signame} after the reports were "
+                  f"written", markup=False, highlight=False)
+        return EXIT_CANNOT_RUN
+    return code
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: Stop) -> Iterator[None]:
+    """While validating, SIGTERM and SIGINT ask ``stop`` to end the run: nothing more is
+    launched, the collection's processes (here and on the nodes) are ended, and the run
+    exits 2 with the evidence it has. A second signal skips the clean-up on the nodes."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
@@ -199,6 +237,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--forks 0`` would run nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rackgate", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"rackgate {__version__}")
@@ -217,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--checks", action="append",
                    help="check names or tags, comma-separated (default: all in the profile)")
     v.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs)")
-    v.add_argument("--forks", type=int, default=20, help="parallel hosts (default: 20)")
+    v.add_argument("--forks", type=positive_int, default=20,
+                   help="parallel hosts (default: 20)")
     v.set_defaults(func=cmd_validate)
 
     j = sub.add_parser("judge", help="judge a stored run again, offline")
@@ -229,7 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("history", help="a node's results over time (runs/history.sqlite)")
     h.add_argument("node")
     h.add_argument("--check", help="only this check")
-    h.add_argument("--limit", type=int, default=50, help="newest N results (default: 50)")
+    h.add_argument("--limit", type=positive_int, default=50,
+                   help="newest N results (default: 50)")
     h.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs)")
     h.set_defaults(func=cmd_history)
 
@@ -259,8 +310,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except (RunError, InventoryError, DemoError, HistoryError) as exc:
+    except (RunError, InventoryError, DemoError, HistoryError, Interrupted) as exc:
         err.print(f"rackgate {args.command}: {exc}", markup=False, highlight=False)
+        return EXIT_CANNOT_RUN
+    except OSError as exc:  # a runs directory that is a file, a disk that is full...
+        where = f" {exc.filename}" if exc.filename else ""
+        err.print(f"rackgate {args.command}: cannot use{where}: {exc.strerror or exc}",
+                  markup=False, highlight=False)
         return EXIT_CANNOT_RUN
     except KeyboardInterrupt:
         err.print(f"rackgate {args.command}: interrupted", markup=False, highlight=False)

@@ -14,9 +14,12 @@ not match is reported as damaged evidence, never judged.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +49,63 @@ class Evidence:
     stdout_bytes: int
 
 
+_FIELDS = tuple(f.name for f in dataclasses.fields(Evidence))
+OUTCOMES = frozenset({"completed", "timeout", "unreachable", "not_run"})
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_OPTIONAL_TEXT = ("started", "ended")
+_TEXT = ("stderr", "message", "stdout_file")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def record_problem(doc: Any, host: str, check: str) -> str | None:
+    """What is wrong with an evidence record (the ``.json`` beside a ``.out``), naming the
+    field, or None. Types are exact: ``true`` is not an exit code and ``COMPLETED`` is not
+    an outcome, so a hand-edited record is damaged evidence, never a completion.
+
+    >>> record_problem({"host": "n1"}, "n1", "fio.seq_read")
+    'field check is missing'
+    """
+    if not isinstance(doc, dict):
+        return f"the record must be a JSON object, got {_kind(doc)}"
+    for name in _FIELDS:
+        if name not in doc:
+            return f"field {name} is missing"
+    extra = sorted(set(doc).difference(_FIELDS))
+    if extra:
+        return f"unknown field(s) {', '.join(extra)}"
+    if doc["host"] != host or doc["check"] != check:
+        return (f"it is the record of {doc['host']!r} {doc['check']!r}, not of {host!r} "
+                f"{check!r}")
+    if not isinstance(doc["argv"], list) or not all(isinstance(a, str) for a in doc["argv"]):
+        return "field argv must be a list of strings"
+    if doc["outcome"] not in OUTCOMES:
+        return f"field outcome {doc['outcome']!r} is not one of {', '.join(sorted(OUTCOMES))}"
+    rc = doc["rc"]
+    if rc is not None and (type(rc) is not int):
+        return f"field rc must be an integer exit status or null, got {rc!r}"
+    if doc["outcome"] == "completed" and rc is None:
+        return "field rc is null, but the outcome says the command completed"
+    for name in _OPTIONAL_TEXT:
+        if doc[name] is not None and not isinstance(doc[name], str):
+            return f"field {name} must be a string or null, got {_kind(doc[name])}"
+    for name in _TEXT:
+        if not isinstance(doc[name], str):
+            return f"field {name} must be a string, got {_kind(doc[name])}"
+    duration = doc["duration_s"]
+    if duration is not None and (type(duration) not in (int, float) or not math.isfinite(duration)
+                                 or duration < 0):
+        return f"field duration_s must be a finite number of seconds >= 0, got {duration!r}"
+    if not isinstance(doc["stdout_sha256"], str) or not _SHA256.fullmatch(doc["stdout_sha256"]):
+        return "field stdout_sha256 must be 64 lower-case hex digits"
+    size = doc["stdout_bytes"]
+    if type(size) is not int or size < 0:
+        return f"field stdout_bytes must be a byte count, got {size!r}"
+    return None
+
+
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it into place.
 
@@ -66,8 +126,12 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
         raise
 
 
-def write_json(path: Path, doc: Any, *, sync: bool = True, indent: int | None = 2) -> None:
-    atomic_write(path, (json.dumps(doc, indent=indent) + "\n").encode(), sync=sync)
+def write_json(path: Path, doc: Any, *, sync: bool = True, indent: int | None = 2,
+               allow_nan: bool = True) -> None:
+    """``doc`` as JSON, atomically; ``allow_nan=False`` raises ValueError before writing
+    anything when ``doc`` holds a NaN or an infinity (which strict JSON parsers reject)."""
+    atomic_write(path, (json.dumps(doc, indent=indent, allow_nan=allow_nan) + "\n").encode(),
+                 sync=sync)
 
 
 def _safe(part: str) -> str:
@@ -115,11 +179,11 @@ class EvidenceStore:
             raise EvidenceError(f"no evidence collected ({rel_meta} is missing)") from None
         except (OSError, ValueError) as exc:
             raise EvidenceError(f"evidence record {rel_meta} is unreadable: {exc}") from None
-        try:
-            doc["argv"] = tuple(doc["argv"])
-            ev = Evidence(**doc)
-        except (TypeError, KeyError) as exc:
-            raise EvidenceError(f"evidence record {rel_meta} is unreadable: {exc}") from None
+        problem = record_problem(doc, host, check)
+        if problem:
+            raise EvidenceError(f"evidence record {rel_meta} is damaged: {problem}")
+        doc["argv"] = tuple(doc["argv"])
+        ev = Evidence(**doc)
         if ev.stdout_file != rel_out:  # never follow a path the record could point anywhere
             raise EvidenceError(f"evidence record {rel_meta} names {ev.stdout_file!r}, "
                                 f"expected {rel_out!r}")

@@ -2,16 +2,22 @@
 
 The order of questions is the same for every check, and every "no" is ``error``:
 did the command run, in time, with rc 0, on a reachable host; does its output parse;
-only then does the check's own judge compare figures with thresholds.
+only then does the check's own judge compare figures with thresholds. A parser or judge
+that raises anything (a bug, or input nobody foresaw) is an ``error`` for that one
+(node, check), naming the exception: it never stops the other nodes' reports. A result
+whose figures are not finite numbers is an ``error`` too: reports never carry NaN or
+infinity.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from rackgate.checks import Check
+from rackgate.collect import check_argv
 from rackgate.evidence import Evidence
 from rackgate.model import Result, Status
 from rackgate.parsers import ParseError
@@ -43,6 +49,48 @@ def _params(check: Check, profile: Profile) -> Any:
     return _PARAMS[key]
 
 
+def _exception(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {_tail(str(exc), 200) or 'no message'}"
+
+
+def _not_finite(r: Result) -> str | None:
+    """The first figure of ``r`` that is not a finite number, named, or None."""
+    figures: list[tuple[str, object]] = [("measured", r.measured),
+                                         ("percent_of_limit", r.percent_of_limit)]
+    figures += [(f"details.{k}", v) for k, v in r.details.items()]
+    for name, value in figures:
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{name} = {value}"
+    return None
+
+
+def finite(r: Result) -> Result:
+    """``r``, or an ``error`` when one of its figures is NaN or infinite (a judge that let
+    such a number through must not pass a node, and JSON cannot carry it).
+
+    >>> from rackgate.model import Result, Status
+    >>> finite(Result("n1", "fio.seq_read", Status.PASS, "ok", measured=float("inf"))).status
+    <Status.ERROR: 4>
+    """
+    bad = _not_finite(r)
+    if bad is None:
+        return r
+    details = {k: v for k, v in r.details.items()
+               if not (isinstance(v, float) and not math.isfinite(v))}
+    return Result(r.node, r.check, Status.ERROR, f"implausible evidence: {bad} is not a "
+                  f"finite number (the judgement was: {r.status.label}: {r.message})",
+                  unit=r.unit, expected=r.expected, evidence=r.evidence, details=details)
+
+
+def absent_from_profile(node: str, check: str, profile: Profile) -> Result | None:
+    """``error`` when the run collected ``check`` but the judging profile does not define it:
+    evidence nobody can judge is never a skip."""
+    if profile.check(check) is not None:
+        return None
+    return Result(node, check, Status.ERROR, f"{check} was collected, but profile "
+                  f"{profile.name} does not define it: judge with a profile that lists it")
+
+
 def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) -> Result:
     """One node's result for one check, from its evidence."""
     node, where = ev.host, ev.stdout_file
@@ -57,8 +105,7 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
     if ev.outcome == "timeout":
         return error(f"command timed out: {_tail(ev.message)}")
     if ev.rc in NOT_EXECUTABLE_RC:
-        tool = ev.argv[3] if ev.argv[:1] == ("timeout",) and len(ev.argv) > 3 else \
-            (ev.argv[0] if ev.argv else "?")
+        tool = (check_argv(ev.argv) or ("?",))[0]  # inside rackgate's lock and timeout
         return error(f"cannot execute {tool} on the host (rc {ev.rc}): is it installed? "
                      f"{_tail(ev.stderr or ev.message)}")
     if ev.rc != 0:
@@ -75,9 +122,13 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
         record = check.parse(stdout)
     except ParseError as exc:
         return error(f"unparseable evidence {where}: {exc}")
-    params = _params(check, profile)
-    return Result.from_judgement(node, check.name,
-                                 check.judge(record, params, cp.thresholds, hardware), where)
+    except Exception as exc:  # one bad input must not stop the other nodes
+        return error(f"the {check.name} parser failed on {where}: {_exception(exc)}")
+    try:
+        judgement = check.judge(record, _params(check, profile), cp.thresholds, hardware)
+    except Exception as exc:  # as above
+        return error(f"the {check.name} judge failed on {where}: {_exception(exc)}")
+    return finite(Result.from_judgement(node, check.name, judgement, where))
 
 
 def judge_launched(check: Check, ev: Evidence, stdout: str, profile: Profile,
@@ -95,11 +146,36 @@ def judge_launched(check: Check, ev: Evidence, stdout: str, profile: Profile,
         return [replace(rack, node=n) for n in nodes], None
     try:
         record = check.parse(stdout)
-    except ParseError:
+    except Exception:  # judge_evidence already turned it into the rack's error
         return [replace(rack, node=n) for n in nodes], None
-    results, section = check.judge_nodes(record, _params(check, profile), cp.thresholds,
-                                         profile.model.hardware, list(nodes), ev.stdout_file)
-    return results, (section or None)
+    try:
+        results, section = check.judge_nodes(record, _params(check, profile), cp.thresholds,
+                                             profile.model.hardware, list(nodes),
+                                             ev.stdout_file)
+    except Exception as exc:  # one bad input must not stop the report
+        why = f"the {check.name} judge failed on {ev.stdout_file}: {_exception(exc)}"
+        return [Result(n, check.name, Status.ERROR, why, evidence=ev.stdout_file)
+                for n in nodes], None
+    return exactly_the_nodes(check.name, results, nodes, ev.stdout_file), (section or None)
+
+
+def exactly_the_nodes(check: str, results: Sequence[Result], nodes: Sequence[str],
+                      evidence: str | None) -> list[Result]:
+    """One finite result per node under test: a node the judge left out, or judged twice, is
+    an ``error``; results for hosts that are not under test are dropped."""
+    by_node: dict[str, list[Result]] = {}
+    for r in results:
+        by_node.setdefault(r.node, []).append(r)
+    out = []
+    for n in nodes:
+        mine = by_node.get(n, [])
+        if len(mine) == 1:
+            out.append(finite(mine[0]))
+        else:
+            why = "no result" if not mine else f"{len(mine)} results"
+            out.append(Result(n, check, Status.ERROR, f"the {check} judge gave {why} for this "
+                              f"node, which is under test", evidence=evidence))
+    return out
 
 
 def not_applicable(node: str, check: Check, profile: Profile) -> Result | None:

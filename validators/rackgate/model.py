@@ -101,14 +101,27 @@ class RackVerdict:
     nodes: tuple[NodeVerdict, ...]
 
 
+NOTHING_RAN = "nothing was run: every check was skipped (not applicable or disabled)"
+
+
 def node_verdict(node: str, results: Iterable[Result], location: str = "") -> NodeVerdict:
-    """ACCEPT only when at least one check ran and none failed or lacked evidence."""
+    """ACCEPT only when at least one check that applies to the node ran and passed (pass
+    or warn), and none failed or lacked evidence. Skips prove nothing: a node whose every
+    result is a skip is rejected.
+
+    >>> skip = Result("n1", "gpu.health", Status.SKIP, "not applicable")
+    >>> nv = node_verdict("n1", [skip])
+    >>> nv.verdict.value, nv.reasons == (NOTHING_RAN,)
+    ('REJECT', True)
+    """
     rs = tuple(results)
     if not rs:
         return NodeVerdict(node, Verdict.REJECT, Status.ERROR, ("no check was judged",), rs,
                            location)
     reasons = tuple(f"{r.check}: {r.status.label}: {r.message}"
                     for r in rs if r.status.blocks_accept)
+    if not reasons and not any(r.status in (Status.PASS, Status.WARN) for r in rs):
+        return NodeVerdict(node, Verdict.REJECT, Status.ERROR, (NOTHING_RAN,), rs, location)
     verdict = Verdict.REJECT if reasons else Verdict.ACCEPT
     return NodeVerdict(node, verdict, Status.worst(r.status for r in rs), reasons, rs, location)
 

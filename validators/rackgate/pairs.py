@@ -12,11 +12,13 @@ Judge (``judge_pairwise``): every pair's measured ``ib_write_bw`` average (Gb/s)
 a ``Threshold`` whose ``ref`` is the per-port line rate of the profile's compute NICs
 (``hardware.nics``, ``rate_gbps``: 400 for NDR 4x) and whose ``min_ratio`` is the pass
 ratio (``DEFAULT_MIN_RATIO``, basis in ``DEFAULT_BASIS``). A pair below the bound fails
-and is a *weak link*, named with measured, expected and % of line rate; a pair above
-``OVER_LINE_RATE`` x line rate is a warning (wrong unit, or a loopback that never left the
-HCA); a pair without a measurement is ``error``, never ``pass``. The node in most weak
-pairs is the *likely culprit* when it stands out: a bad cable or HCA shows as one row of
-the matrix being low, a bad switch as low cells spread over many rows.
+and is a *weak link*, named with measured, expected and % of line rate; a figure that
+cannot be a measurement (not finite, negative, or above the threshold's physical limit by
+more than ``checks.LIMIT_TOLERANCE``: a wrong unit, or a loopback that never left the HCA)
+is ``error`` (implausible evidence), and so is a pair without a measurement, never
+``pass``. Above ``OVER_LINE_RATE`` x ref of a threshold that is no limit only warns. The
+node in most weak pairs is the *likely culprit* when it stands out: a bad cable or HCA
+shows as one row of the matrix being low, a bad switch as low cells spread over many rows.
 
 >>> [len(r) for r in round_robin(["a", "b", "c", "d"])]
 [2, 2, 2]
@@ -162,6 +164,8 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
     >>> [p.name for p in m.weak], m.culprit, m.status.label
     (['n1 <-> n3', 'n2 <-> n3'], 'n3', 'fail')
     """
+    from rackgate.checks import implausible  # here: rackgate.checks imports this module
+
     errors, evidence = errors or {}, evidence or {}
     known = set(nodes)
     strays = sorted({n for k in [*measured, *errors] for n in k} - known)
@@ -180,6 +184,10 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
                                                             "" if present else
                                                             " (pair missing from the run)")
             results.append(PairResult(a, b, Status.ERROR, msg, None, bound, None, ev))
+            continue
+        why = implausible(value, threshold, f"{a} <-> {b}:")
+        if why is not None:
+            results.append(PairResult(a, b, Status.ERROR, why, None, bound, None, ev))
             continue
         pct = round(100.0 * value / rate, 1)
         if value < bound:
@@ -201,7 +209,7 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
     if ranked and ranked[0][1] >= 2 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
         culprit = ranked[0][0]
     status = Status.worst(p.status for p in results) if results else Status.ERROR
-    missing = sum(1 for p in results if p.status is Status.ERROR)
+    missing = sum(1 for p in results if p.status is Status.ERROR)  # or implausible
     parts = [f"{len(results) - missing - len(weak)} of {len(results)} pairs at >= "
              f"{bound:g} Gb/s ({threshold.min_ratio:g} x {rate:g} Gb/s line rate)"]
     if not results:
@@ -214,7 +222,7 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
         parts.append(f"likely culprit {culprit} (in {ranked[0][1]} weak pairs: check its "
                      "HCA, cable and switch port)")
     if missing:
-        parts.append(f"{missing} pair(s) without a measurement")
+        parts.append(f"{missing} pair(s) without a measurement (or with an impossible one)")
     return PairwiseMatrix(check, tuple(nodes), threshold, tuple(results), tuple(weak),
                           ranked, culprit, status, "; ".join(parts))
 

@@ -45,6 +45,11 @@ class Threshold(BaseModel):
     min_ratio: float | None = Field(default=None, gt=0, description="pass at >= ref * min_ratio")
     max_ratio: float | None = Field(default=None, gt=0, description="pass at <= ref * max_ratio")
     limit: bool = Field(default=False, description="ref is a physical limit: report % of it")
+    ceiling: float | None = Field(
+        default=None, gt=0,
+        description="the highest value a real measurement can have, when it is not ref "
+                    "itself (with limit: true, ref is the ceiling); a figure above it "
+                    "(x1.05) is implausible evidence, an error. Its derivation goes in basis")
     basis: str = Field(min_length=10, description="where the number comes from")
 
     @model_validator(mode="after")
@@ -54,7 +59,17 @@ class Threshold(BaseModel):
         if self.min_ratio is not None and self.max_ratio is not None \
                 and self.min_ratio > self.max_ratio:
             raise ValueError(f"min_ratio {self.min_ratio} is above max_ratio {self.max_ratio}")
+        if self.ceiling is not None and self.ceiling < self.ref:
+            raise ValueError(f"ceiling {self.ceiling} is below ref {self.ref}: no measurement "
+                             f"could reach the reference")
         return self
+
+    @property
+    def plausible_max(self) -> float | None:
+        """The physical ceiling of the metric: ``ceiling``, else ``ref`` when it is a limit."""
+        if self.ceiling is not None:
+            return self.ceiling
+        return self.ref if self.limit else None
 
     @property
     def lower_bound(self) -> float | None:
@@ -221,6 +236,10 @@ def profile_from_document(raw: Mapping[str, Any], source: str) -> Profile:
                 field = ".".join(str(p) for p in err["loc"])
                 problems.append(f"  checks.{check_name}.params.{field}: {err['msg']} "
                                 f"(got {err['input']!r})")
+    if not any(cp.enabled for cp in model.checks.values()):
+        problems.append("  checks: no check is enabled, so nothing would be run and no node "
+                        "could be accepted" + (f" (all disabled: {', '.join(model.checks)})"
+                                                if model.checks else ""))
     if problems:
         raise ProfileError("\n".join([f"profile {source} is invalid:", *problems]))
     digest = hashlib.sha256(yaml.safe_dump(dict(raw), sort_keys=True).encode()).hexdigest()

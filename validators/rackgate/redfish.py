@@ -1,11 +1,13 @@
 """Redfish collector: walk a BMC's (or a CDU's) power or cooling resources, print them as JSON.
 
-    RACKGATE_BMC_USER=... RACKGATE_BMC_PASSWORD=... \\
-        python -m rackgate.redfish --base-url https://bmc1 [--chassis 1] [--cdu 1] power|cooling
+    python -m rackgate.redfish --user USER --password-file FILE \\
+        --base-url https://bmc1 [--chassis 1] [--cdu 1] power|cooling
 
-Logs in with HTTP basic auth through DMTF's ``redfish`` library (credentials come from the
-environment only, never argv, so they stay out of ``ps`` and the evidence). Prints one
-JSON document on stdout::
+Logs in with HTTP basic auth through DMTF's ``redfish`` library. The password is never
+taken from the command line (``ps`` shows argv to every user): it is the first line of
+``--password-file`` (a 0600 file; rackgate's collector makes one in a private directory
+and removes it afterwards), else ``RACKGATE_BMC_PASSWORD``; the user is ``--user``, else
+``RACKGATE_BMC_USER``. Prints one JSON document on stdout::
 
     {"collector": "rackgate.redfish", "kind": "power", "base_url": "...",
      "resources": {"<@odata.id>": <the resource exactly as the service returned it>, ...}}
@@ -19,7 +21,7 @@ later (``rackgate.parsers.redfish``, ``rackgate.checks.cooling``).
 
 Exit status: 0 collected; 1 the service answered with an HTTP error, refused the
 credentials, could not be reached or timed out (stderr names the URL and the status);
-2 usage (missing credentials).
+2 usage (missing credentials, an unreadable password file).
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ class RedfishClientFetcher:
             self.client.login(auth="basic")
         except InvalidCredentialsError:
             raise CollectError(f"{self.base_url}{ROOT}: HTTP 401 Unauthorized: the BMC refused "
-                               f"the credentials in {USER_VAR}/{PASSWORD_VAR}") from None
+                               f"the credentials of user {user!r}") from None
         except RetriesExhaustedError as exc:
             raise CollectError(f"{self.base_url}{ROOT}/: no answer "
                                f"({_cause(exc)})") from None
@@ -165,6 +167,12 @@ def _cause(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {cause}" if cause else type(exc).__name__
 
 
+def read_password(path: str) -> str:
+    """The password in ``path``: its first line, without the line ending."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return fh.readline().rstrip("\r\n")
+
+
 def main(argv: list[str] | None = None,
          fetcher: Callable[[str, str, str, int], Fetcher] = RedfishClientFetcher) -> int:
     ap = argparse.ArgumentParser(prog="python -m rackgate.redfish", description=__doc__.split(
@@ -173,12 +181,23 @@ def main(argv: list[str] | None = None,
     ap.add_argument("--chassis", default="1", help="Chassis Id for 'power' (default 1)")
     ap.add_argument("--cdu", default="1", help="ThermalEquipment/CDUs Id for 'cooling'")
     ap.add_argument("--timeout", type=int, default=10, help="seconds per request (default 10)")
+    ap.add_argument("--user", help=f"the BMC user (default: ${USER_VAR})")
+    ap.add_argument("--password-file", metavar="FILE",
+                    help=f"read the password from FILE's first line (default: ${PASSWORD_VAR})")
     ap.add_argument("kind", choices=["power", "cooling"])
     args = ap.parse_args(argv)
-    user, password = os.environ.get(USER_VAR), os.environ.get(PASSWORD_VAR)
+    user = args.user or os.environ.get(USER_VAR)
+    try:
+        password = read_password(args.password_file) if args.password_file else \
+            os.environ.get(PASSWORD_VAR)
+    except OSError as exc:
+        print(f"rackgate.redfish: cannot read the password file {args.password_file}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
     if not user or password is None:
-        print(f"rackgate.redfish: set {USER_VAR} and {PASSWORD_VAR} (credentials are never "
-              "taken from the command line)", file=sys.stderr)
+        print(f"rackgate.redfish: give --user (or {USER_VAR}) and --password-file (or "
+              f"{PASSWORD_VAR}): the password is never taken from the command line",
+              file=sys.stderr)
         return 2
     try:
         fetch = fetcher(args.base_url, user, password, args.timeout)

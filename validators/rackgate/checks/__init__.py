@@ -8,8 +8,9 @@ Judgement out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -27,6 +28,11 @@ class Scope(StrEnum):
 
 class CommandError(ValueError):
     """A host's variables do not allow building the check's command."""
+
+
+# The word a command builder puts in argv where the tool takes the path of a password
+# file; the collector replaces it with the private file holding ``Check.secret_var``.
+SECRET_FILE = "{rackgate:secret-file}"
 
 
 @dataclass(frozen=True)
@@ -54,9 +60,13 @@ class Check:
     # test (srun, mpirun); its command sees those nodes as hostvars["rackgate_nodes"], and
     # each node is judged from that one evidence file.
     runs_on: Literal["node", "control", "launcher"] = "node"
-    # environment variable -> inventory variable holding its value (secrets such as BMC
-    # passwords): set for the command only, never in argv, evidence or reports
-    secret_env: Mapping[str, str] = field(default_factory=dict)
+    # The inventory variable (vaulted or not) holding a credential the command needs, such
+    # as a BMC password. The command takes it from a file: its argv has SECRET_FILE where
+    # the tool expects a password file (ipmitool -f, rackgate.redfish --password-file).
+    # The collector has Ansible write the value into a 0600 file in a private directory on
+    # the control host and removes it afterwards; the value is never in an argv, an
+    # environment, the evidence, reports or logs.
+    secret_var: str | None = None
     # Launcher checks whose verdict differs per node (a node-pair matrix): (record, params,
     # thresholds, hardware, the nodes under test, the evidence path) -> (one Result per
     # node, a report section such as a pairwise matrix). Without it, every node of a
@@ -64,14 +74,50 @@ class Check:
     judge_nodes: Callable[..., tuple[list[Result], Mapping[str, Any]]] | None = None
 
 
+# A figure above a physical limit (``limit: true``) by more than this is not a fast node but
+# broken evidence: clocks, units or the tool's arithmetic are wrong. 5 % leaves room for
+# rounding in the tools' own output and for limits quoted as nominal signalling rates.
+LIMIT_TOLERANCE = 1.05
+
+
+def implausible(measured: float, threshold: Threshold, what: str) -> str | None:
+    """Why ``measured`` cannot be a real measurement for ``threshold``, or None.
+
+    >>> t = Threshold(unit="GB/s", ref=450, min_ratio=0.8, limit=True, basis="NVLink 4 x18")
+    >>> implausible(float("inf"), t, "busbw")
+    'busbw inf is not a finite number'
+    >>> implausible(1e30, t, "busbw")
+    'busbw 1e+30 GB/s is above the 450 GB/s physical limit (x1.05 tolerance): implausible evidence'
+    >>> implausible(400.0, t, "busbw") is None
+    True
+    """
+    if not math.isfinite(measured):
+        return f"{what} {measured} is not a finite number"
+    ceiling = threshold.plausible_max
+    if ceiling is not None and measured > ceiling * LIMIT_TOLERANCE:
+        return (f"{what} {measured:.4g} {threshold.unit} is above the {ceiling:g} "
+                f"{threshold.unit} physical limit (x{LIMIT_TOLERANCE:g} tolerance): "
+                f"implausible evidence")
+    if ceiling is not None and measured < 0:
+        return (f"{what} {measured:.4g} {threshold.unit} is negative, below any physical "
+                f"measurement of a quantity limited by {ceiling:g} {threshold.unit}")
+    return None
+
+
 def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
-    """Judge one figure against its threshold band.
+    """Judge one figure against its threshold band. A figure that cannot be a measurement
+    (not finite; beyond a physical limit; negative against a limit) is an ``error``.
 
     >>> t = Threshold(unit="MB/s", ref=100, min_ratio=0.5, basis="nominal demo floor")
     >>> j = compare(42.0, t, "sequential read")
     >>> j.status.label, j.expected
     ('fail', '>= 50 MB/s (0.5 x 100 MB/s)')
+    >>> compare(float("nan"), t, "sequential read").status.label
+    'error'
     """
+    why = implausible(measured, threshold, what)
+    if why is not None:
+        return Judgement(Status.ERROR, why, None, threshold.unit)
     parts = []
     ok = True
     lo, hi = threshold.lower_bound, threshold.upper_bound

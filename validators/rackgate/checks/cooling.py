@@ -1,18 +1,22 @@
 """Redfish checks: power-supply redundancy and the liquid-cooling CDU, read from the BMC.
 
-Both run ``python3 -m rackgate.redfish`` (the collector: basic auth, credentials from
-``RACKGATE_BMC_USER`` / ``RACKGATE_BMC_PASSWORD``, one JSON document of raw resources).
+Both run ``python3 -m rackgate.redfish`` (the collector: basic auth as
+``rackgate_bmc_user``, the password read from a private file the collector makes from
+``rackgate_bmc_password``, one JSON document of raw resources).
 
 ``redundancy.psu_redfish``: the chassis' supplies (``rackgate_bmc_url``, chassis
-``rackgate_bmc_chassis`` or the ``chassis`` param). Every supply must be present and
-healthy, at least ``hardware.psu.count`` of them, and no redundancy group may be lost.
+``rackgate_bmc_chassis`` or the ``chassis`` param). Every supply must be Enabled and OK
+(the allow-list ``SUPPLY_STATES`` says why each other DMTF state is not), exactly
+``hardware.psu.count`` of them, and every redundancy group Enabled and OK.
 
 ``cooling.cdu``: the rack's coolant distribution unit (``rackgate_cdu_url``, CDU ``cdu``
 param). A leak detector in any state but OK fails the check, whatever else holds; so does
-a CDU or connector whose health is not OK. Supply and return temperature (maximum over the
-judged loop's connectors) and flow (minimum) are judged against the profile's thresholds;
-a reading the CDU does not give is an error. Hardware profiles have no cooling field yet:
-the check applies wherever the profile lists it, so list it for liquid-cooled racks only.
+the CDU or a connector that is not Enabled and OK. Every connector of the judged loop must
+report supply and return temperature and flow, each physically plausible (bounds and basis
+above ``CduParams``); the worst of each (maximum temperature, minimum flow) is judged
+against the profile's thresholds; a missing or implausible reading is an error. Hardware
+profiles have no cooling field yet: the check applies wherever the profile lists it, so
+list it for liquid-cooled racks only.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks import Check, CommandError, Scope, compare
+from rackgate.checks import SECRET_FILE, Check, CommandError, Scope, compare
+from rackgate.checks.findings import Finding, message, verdict
+from rackgate.checks.redundancy import INPUT_OVER_RATING, MAX_PSU_INPUT_W
 from rackgate.model import Judgement, Status
 from rackgate.parsers.redfish import (
     CoolingRecord,
@@ -43,12 +49,32 @@ class PsuRedfishParams(BaseModel):
     timeout_s: int = Field(default=60, ge=5, description="kill the collector after this long")
 
 
+# Physical plausibility of the CDU's readings (an implausible reading is unusable evidence,
+# an error, not a measurement to compare with a threshold):
+# - temperatures: a flowing liquid loop is neither frozen nor boiling. Water freezes at 0 C
+#   and boils at 100 C at 1 atm; a glycol loop (PG-25 freezes near -10 C) may lower
+#   ``coolant_freezing_point_c``. A loop pressurised to ~3 bar boils near 134 C, so no
+#   liquid-cooling reading above 100 C is taken as real either way.
+# - flow: a CDU's flow is bounded by its pipework. The largest CDU connections are DN200
+#   (8 in); water at 5 m/s, well above the ~3 m/s design velocity of water piping, moves
+#   pi x 0.1 m^2 x 5 m/s = 0.157 m^3/s = 9,425 L/min through one. Hence a 10,000 L/min
+#   default ceiling (``max_flow_lpm``); a negative flow is no reading a flow meter gives.
+# - pressure: no gauge reads below vacuum, -101.325 kPa relative to 1 atm.
+BOILING_POINT_C = 100.0
+VACUUM_KPA = -101.325
+
+
 class CduParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cdu: str = Field(default="1", pattern=_ID, description="ThermalEquipment/CDUs/<cdu>")
     loop: Literal["secondary", "primary", "all"] = Field(
         default="secondary", description="connectors judged: the rack side by default")
+    coolant_freezing_point_c: float = Field(
+        default=0.0, ge=-60.0, le=0.0, description="readings below it are implausible "
+        "(water 0 C; lower it for a glycol mix, e.g. about -10 C for PG-25)")
+    max_flow_lpm: float = Field(default=10_000.0, gt=0, le=100_000.0,
+                                description="flow readings above it are implausible")
     request_timeout_s: int = Field(default=10, ge=1, le=120)
     timeout_s: int = Field(default=60, ge=5)
 
@@ -60,62 +86,129 @@ def _url(hostvars: Mapping[str, Any], var: str) -> str:
     return url.rstrip("/")
 
 
+def _collector(hostvars: Mapping[str, Any]) -> list[str]:
+    """The collector and its credentials: the user in clear, the password from the file
+    that SECRET_FILE stands for (never the password itself: argv is public in ``ps``)."""
+    user = hostvars.get("rackgate_bmc_user", "admin")
+    if not isinstance(user, str) or not user or user.startswith("-") or any(
+            not c.isprintable() for c in user):
+        raise CommandError(f"rackgate_bmc_user must be a user name in clear (vault the "
+                           f"password, rackgate_bmc_password), got {user!r}")
+    return ["python3", "-m", "rackgate.redfish", "--user", user, "--password-file",
+            SECRET_FILE]
+
+
 def psu_command(params: PsuRedfishParams, hostvars: Mapping[str, Any]) -> list[str]:
     """argv of the power collector.
 
-    >>> psu_command(PsuRedfishParams(), {"rackgate_bmc_url": "https://bmc1"})[3:6]
-    ['--base-url', 'https://bmc1', '--chassis']
+    >>> psu_command(PsuRedfishParams(), {"rackgate_bmc_url": "https://bmc1"})[3:9]
+    ['--user', 'admin', '--password-file', '{rackgate:secret-file}', '--base-url', \
+'https://bmc1']
     """
     chassis = str(hostvars.get("rackgate_bmc_chassis", params.chassis))
     if not chassis or "/" in chassis:
         raise CommandError(f"rackgate_bmc_chassis must be a Chassis Id, got {chassis!r}")
-    return ["python3", "-m", "rackgate.redfish", "--base-url", _url(hostvars, "rackgate_bmc_url"),
+    return [*_collector(hostvars), "--base-url", _url(hostvars, "rackgate_bmc_url"),
             "--chassis", chassis, "--timeout", str(params.request_timeout_s), "power"]
 
 
 def cdu_command(params: CduParams, hostvars: Mapping[str, Any]) -> list[str]:
-    return ["python3", "-m", "rackgate.redfish", "--base-url", _url(hostvars, "rackgate_cdu_url"),
+    return [*_collector(hostvars), "--base-url", _url(hostvars, "rackgate_cdu_url"),
             "--cdu", params.cdu, "--timeout", str(params.request_timeout_s), "cooling"]
 
 
-def _healthy(state: str | None, health: str | None) -> bool:
-    return state == "Enabled" and health == "OK"
+# DMTF Resource.State (Resource schema, DSP8010), decided for a power supply that should
+# carry its share of the load. Only Enabled ("capable of operating") shows that; each other
+# documented state says why not. A state the schema does not define is an error.
+SUPPLY_STATES: dict[str, str | None] = {
+    "Enabled": None,
+    "Absent": "absent (no supply in the bay)",
+    "Disabled": "Disabled (unavailable)",
+    "StandbyOffline": "StandbyOffline (awaits an external action to activate: carries no "
+                      "load)",
+    "StandbySpare": "StandbySpare (a spare awaiting failover: carries no load now)",
+    "InTest": "InTest (under test or capturing debug data)",
+    "Starting": "Starting (not yet Enabled)",
+    "UnavailableOffline": "UnavailableOffline (present but cannot be used)",
+    "Deferring": "Deferring (processes no commands)",
+    "Quiesced": "Quiesced (only a restricted set of commands)",
+    "Updating": "Updating (may be unavailable or degraded)",
+    "Qualified": "Qualified (a quality statement, not that the supply operates)",
+    "Degraded": "Degraded",
+}
+# DMTF Resource.Health: OK is the only healthy value; Warning and Critical need attention.
+HEALTH_STATES: dict[str, str | None] = {"OK": None, "Warning": "Warning",
+                                        "Critical": "Critical"}
+def _status_findings(what: str, state: str | None, health: str | None) -> list[Finding]:
+    """Why ``what`` is not Enabled and OK (none: healthy), from the allow-lists above."""
+    if state not in SUPPLY_STATES:
+        shown = "no Status.State" if state is None else f"Status.State {state!r}"
+        return [(Status.ERROR, f"{what} reports {shown}, not a Redfish Resource.State: its "
+                               "health cannot be shown")]
+    why = SUPPLY_STATES[state]
+    if why is not None:
+        return [(Status.FAIL, f"{what} is {why}" + (f", health {health}" if health else ""))]
+    if health not in HEALTH_STATES:
+        shown = "no Status.Health" if health is None else f"Status.Health {health!r}"
+        return [(Status.ERROR, f"{what} is Enabled but reports {shown}, not OK, Warning or "
+                               "Critical: its health cannot be shown")]
+    bad = HEALTH_STATES[health]
+    return [(Status.FAIL, f"{what} is Enabled, health {bad}")] if bad else []
 
 
 def judge_psu_redfish(rec: PowerRecord, params: PsuRedfishParams,
                       thresholds: Mapping[str, Threshold], hardware: Hardware | None = None,
                       ) -> Judgement:
-    """Count present, healthy supplies against the profile; any absent one fails."""
+    """Exactly ``hardware.psu.count`` supplies (one the profile does not count is foreign
+    hardware, a failure like a missing one), every one listed Enabled and OK; every
+    redundancy group Enabled and OK. Absent bays, other states and
+    other health values are findings; values outside the DMTF enumerations are errors; a
+    supply listed twice is refused by the parser."""
     if hardware is None or hardware.psu is None:
         return Judgement(Status.SKIP, "the profile expects no power supplies")
     want, mode = hardware.psu.count, hardware.psu.redundancy
-    fails: list[str] = []
+    findings: list[Finding] = []
+    good = failed = 0
+    # the same physical bound as redundancy.psu_ipmi's (its basis is given there)
+    max_w = MAX_PSU_INPUT_W if hardware.psu.watts_each is None \
+        else hardware.psu.watts_each * INPUT_OVER_RATING
     for s in rec.supplies:
-        if s.state == "Absent":
-            fails.append(f"{s.name} ({s.id}) is absent")
-        elif not _healthy(s.state, s.health):
-            fails.append(f"{s.name} is {s.state or 'in no state'}, health {s.health or 'unknown'}")
+        f = _status_findings(f"{s.name} ({s.id})" if s.state == "Absent" else s.name,
+                             s.state, s.health)
+        findings += f
+        good += not f
+        failed += any(st is Status.FAIL for st, _ in f)
+        for field, w in (("input", s.input_watts), ("output", s.output_watts)):
+            if w is not None and not 0 <= w <= max_w:
+                findings.append((Status.ERROR, f"{s.name}: {field} power {w:g} W is outside "
+                                               f"0 to {max_w:g} W: implausible evidence"))
     for g in rec.redundancy:
-        if (g.state not in (None, "Enabled")) or (g.health not in (None, "OK")):
-            fails.append(f"redundancy lost: {g.name} ({g.mode or 'mode?'}) is "
-                         f"{g.state or '?'}, health {g.health or '?'}")
-    good = sum(_healthy(s.state, s.health) for s in rec.supplies)
-    expected = f">= {want} present and healthy ({mode})"
+        for st, text in _status_findings(f"redundancy group {g.name} ({g.mode or 'mode?'})",
+                                         g.state, g.health):
+            lost = f"redundancy lost: {text}" if st is Status.FAIL else text
+            findings.append((Status.WARN if mode == "none" else st, lost))
+    expected = f"{want} present and healthy ({mode})"
     details: dict[str, float | str] = {"source": rec.source, "supplies": len(rec.supplies)}
     watts = [s.input_watts for s in rec.supplies if s.input_watts is not None]
     if watts:
         details["input_watts"] = round(sum(watts), 1)
-    if not rec.supplies and not fails:
+    if not rec.supplies and not any(st is Status.FAIL for st, _ in findings):
         return Judgement(Status.ERROR, f"the BMC reported no power supply ({rec.source})",
                          expected=expected, details=details)
-    if good < want:
-        fails.insert(0, f"{good} of {want} supplies present and healthy")
-    if fails:
-        return Judgement(Status.FAIL, "; ".join(fails), good, "PSUs", expected,
+    if len(rec.supplies) != want:
+        findings.insert(0, (Status.FAIL, f"the BMC lists {len(rec.supplies)} supplies, the "
+                                         f"profile expects {want}"))
+    elif good < want and failed:  # a shortfall of unknown states alone stays an error
+        findings.insert(0, (Status.FAIL, f"{good} of {want} supplies present and healthy"))
+    status = verdict(findings)
+    if status > Status.WARN:
+        return Judgement(status, message(findings), good, "PSUs", expected,
                          details=details, better="higher")
     if mode != "none" and not rec.redundancy:
-        return Judgement(Status.WARN, f"{good} supplies healthy, but the BMC reports no "
-                         f"redundancy group: {mode} cannot be confirmed", good, "PSUs",
+        findings.append((Status.WARN, f"{good} supplies healthy, but the BMC reports no "
+                                      f"redundancy group: {mode} cannot be confirmed"))
+    if findings:
+        return Judgement(Status.WARN, "; ".join(m for _, m in findings), good, "PSUs",
                          expected, details=details, better="higher")
     return Judgement(Status.PASS, f"{good} of {want} supplies present and healthy, redundancy "
                      "intact", good, "PSUs", expected, details=details, better="higher")
@@ -128,9 +221,49 @@ _METRICS = {  # metric -> (connector attribute, worst-case aggregate, wording)
 }
 
 
+def _implausible(attr: str, value: float, params: CduParams) -> str | None:
+    """Why a reading cannot be real (bounds and their basis above CduParams), or None."""
+    if attr == "flow_lpm":
+        lo, hi, unit = 0.0, params.max_flow_lpm, "L/min"
+    elif attr.endswith("_temp_c"):
+        lo, hi, unit = params.coolant_freezing_point_c, BOILING_POINT_C, "C"
+    else:
+        lo, hi, unit = VACUUM_KPA, float("inf"), "kPa"
+    if lo <= value <= hi:
+        return None
+    return f"{value:g} {unit} is outside the physically plausible {lo:g} to {hi:g} {unit}"
+
+
+def _cdu_findings(rec: CoolingRecord, params: CduParams) -> tuple[list[str], list[str]]:
+    """(fails, errors) about the CDU itself: the one unit the check asked for, healthy."""
+    fails: list[str] = []
+    errors: list[str] = []
+    if not rec.cdus:
+        errors.append("no CoolingUnit resource: CDU health unknown")
+    elif len(rec.cdus) > 1:
+        errors.append(f"{len(rec.cdus)} CoolingUnit resources "
+                      f"({', '.join(u.id for u in rec.cdus)}), expected only CDU {params.cdu}")
+    for u in rec.cdus:
+        if u.id.rstrip("/").rsplit("/", 1)[-1] != params.cdu:
+            errors.append(f"CoolingUnit {u.id} is not the CDU asked for ({params.cdu})")
+        for st, text in _status_findings(f"CDU {u.name}", u.state, u.health):
+            (fails if st is Status.FAIL else errors).append(text)
+        if u.health_rollup is not None and u.health_rollup not in HEALTH_STATES:
+            errors.append(f"CDU {u.name} HealthRollup {u.health_rollup!r} is not OK, Warning "
+                          "or Critical")
+        elif u.health_rollup not in (None, "OK"):
+            fails.append(f"CDU {u.name} is {u.state or '?'}, health {u.health or 'unknown'}, "
+                         f"rollup {u.health_rollup}")
+    return fails, errors
+
+
 def judge_cdu(rec: CoolingRecord, params: CduParams, thresholds: Mapping[str, Threshold],
               hardware: Hardware | None = None) -> Judgement:
-    """A leak is a fail whatever else holds; then health; then readings vs thresholds."""
+    """A leak is a fail whatever else holds; then health; then readings vs thresholds.
+
+    Expected: one leak detector at least, every one OK; the one CDU ``params.cdu``, Enabled
+    and OK; at least one connector on the judged loop, each Enabled and OK and each
+    reporting every thresholded reading, each reading physically plausible."""
     fails: list[str] = []
     errors: list[str] = []
     for d in rec.leak_detectors:
@@ -138,31 +271,42 @@ def judge_cdu(rec: CoolingRecord, params: CduParams, thresholds: Mapping[str, Th
             fails.append(f"LEAK: detector {d.name} reports {d.state or 'no DetectorState'}")
     if not rec.leak_detectors:
         errors.append("no leak detector reported: a leak cannot be ruled out")
-    for u in rec.cdus:
-        bad = [h for h in (u.health, u.health_rollup) if h not in (None, "OK")]
-        if bad or u.health is None:
-            fails.append(f"CDU {u.name} is {u.state or '?'}, health {u.health or 'unknown'}"
-                         + (f", rollup {u.health_rollup}" if u.health_rollup else ""))
-    if not rec.cdus:
-        errors.append("no CoolingUnit resource: CDU health unknown")
+    f, e = _cdu_findings(rec, params)
+    fails += f
+    errors += e
     loop = [c for c in rec.connectors if params.loop == "all" or c.loop == params.loop]
     for c in loop:
-        if c.health not in (None, "OK"):
-            fails.append(f"connector {c.name} health {c.health}")
+        for st, text in _status_findings(f"connector {c.name}", c.state, c.health):
+            (fails if st is Status.FAIL else errors).append(text)
+        if c.supply_pressure_kpa is not None and \
+                (why := _implausible("pressure", c.supply_pressure_kpa, params)):
+            errors.append(f"connector {c.name} supply pressure {why}")
     details: dict[str, float | str] = {"connectors": len(loop), "loop": params.loop}
     main: Judgement | None = None
     for metric in ("supply_temp_c", "flow_lpm", "return_temp_c"):
         attr, worst, what = _METRICS[metric]
-        values = [v for c in loop if (v := getattr(c, attr)) is not None]
-        if not values:
+        if not loop:
             errors.append(f"no {what} reading on the {params.loop} connectors")
+            continue
+        values = []
+        for c in loop:
+            v = getattr(c, attr)
+            if v is None:
+                errors.append(f"connector {c.name} ({c.id}): no {what} reading")
+            elif why := _implausible(attr, v, params):
+                errors.append(f"connector {c.name} {what} {why}: implausible evidence")
+            else:
+                values.append(v)
+        if not values:
             continue
         value = float(worst(values))
         details[metric] = value
         j = compare(value, thresholds[metric], what)
         main = main or j
-        if j.status is not Status.PASS:
+        if j.status is Status.FAIL:
             fails.append(j.message)
+        elif j.status is not Status.PASS:
+            errors.append(j.message)
     pressures = [c.supply_pressure_kpa for c in loop if c.supply_pressure_kpa is not None]
     if pressures:
         details["supply_pressure_kpa"] = max(pressures)
@@ -190,8 +334,7 @@ CHECKS = (
         judge=judge_psu_redfish,
         applies=lambda hw: None if hw.psu is not None else "the profile has no power supplies",
         runs_on="control",
-        secret_env={"RACKGATE_BMC_USER": "rackgate_bmc_user",
-                    "RACKGATE_BMC_PASSWORD": "rackgate_bmc_password"},
+        secret_var="rackgate_bmc_password",
     ),
     Check(
         name="cooling.cdu",
@@ -207,8 +350,7 @@ CHECKS = (
         # Hardware has no cooling field yet: list this check only in liquid-cooled profiles
         applies=lambda hw: None,
         runs_on="control",
-        secret_env={"RACKGATE_BMC_USER": "rackgate_bmc_user",
-                    "RACKGATE_BMC_PASSWORD": "rackgate_bmc_password"},
+        secret_var="rackgate_bmc_password",
     ),
 )
 

@@ -123,16 +123,63 @@ def _pfs_dir(hardware_mount: str | None, hostvars: Mapping[str, Any]) -> str:
                         "hardware.storage.parallel_fs_mount")
 
 
+# Plausibility of fio's figures. No node moves more than this through its file systems:
+# the page cache is bounded by DRAM bandwidth (2 sockets x 12 channels of DDR5-6400 x 8 B
+# = 1.23 TB/s) and O_DIRECT I/O by the PCIe lanes (2 x 128 Gen5 lanes x 3.94 GB/s = 1.0
+# TB/s each way); 10 TB/s is eight times either. I/O is at least one 512 B sector, so IOPS
+# are bounded by the same figure / 512 B. fio derives bw from its own io_bytes and runtime
+# (bw = io_bytes x 1000 / runtime_ms, stat.c): a bw more than 2x off that is not one run's.
+MAX_BYTES_PER_S = 10e12
+MIN_IO_BYTES = 512
+BW_CONSISTENCY = 2.0
+
+
+def _implausible(which: str, d: FioDirection) -> str | None:
+    """Why one direction's figures cannot be a real measurement, or None."""
+    p99 = "none" if d.clat_p99_ns is None else f"{d.clat_p99_ns:g}"
+    checks = (
+        (d.io_bytes >= 0, f"io_bytes {d.io_bytes} is negative"),
+        (d.runtime_ms > 0, f"runtime {d.runtime_ms} ms is not positive although "
+                           f"{d.io_bytes} bytes moved"),
+        (d.bw_bytes_per_s >= 0, f"bandwidth {d.bw_bytes_per_s} B/s is negative"),
+        (d.bw_bytes_per_s <= MAX_BYTES_PER_S,
+         f"bandwidth {d.bw_bytes_per_s / 1e6:.4g} MB/s is above the {MAX_BYTES_PER_S / 1e6:g} "
+         "MB/s any node's memory or PCIe can carry"),
+        (0 <= d.iops <= MAX_BYTES_PER_S / MIN_IO_BYTES,
+         f"iops {d.iops:g} is outside 0 to {MAX_BYTES_PER_S / MIN_IO_BYTES:g}"),
+        (d.clat_p99_ns is None or d.clat_p99_ns > 0,
+         f"p99 completion latency {p99} ns is not positive"),
+    )
+    for ok, why in checks:
+        if not ok:
+            return f"fio {which}: {why}: implausible evidence"
+    derived = d.io_bytes * 1000 / d.runtime_ms
+    if not derived / BW_CONSISTENCY <= d.bw_bytes_per_s <= derived * BW_CONSISTENCY:
+        return (f"fio {which}: bandwidth {d.bw_bytes_per_s} B/s disagrees with io_bytes / "
+                f"runtime = {derived:.0f} B/s: implausible evidence")
+    return None
+
+
 def _direction(run: FioRun, which: str) -> tuple[list[FioDirection], Judgement | None]:
-    """The job totals of one direction, or an error judgement when fio measured nothing."""
+    """The job totals of one direction, or an error judgement when fio measured nothing.
+
+    The command runs one job group with ``--group_reporting=1``: fio reports it as exactly
+    one entry of ``jobs``; more entries are someone else's run or duplicated output."""
     failed = [j for j in run.jobs if j.error]
     if failed:
         j = failed[0]
         return [], Judgement(Status.ERROR, f"fio job {j.name} stopped with error {j.error} "
                                            f"({os.strerror(j.error)}): no valid measurement")
+    if len(run.jobs) != 1:
+        return [], Judgement(Status.ERROR, f"fio reported {len(run.jobs)} jobs "
+                             f"({', '.join(j.name for j in run.jobs)}), expected the one "
+                             "group-reported job of the command: not this check's evidence")
     dirs = [d for j in run.jobs if (d := getattr(j, which)) is not None]
     if not dirs or sum(d.io_bytes for d in dirs) == 0:
         return [], Judgement(Status.ERROR, f"fio {which} no data: no valid measurement")
+    for d in dirs:
+        if why := _implausible(which, d):
+            return [], Judgement(Status.ERROR, why)
     return dirs, None
 
 

@@ -113,6 +113,12 @@ def _gpu_findings(g: Gpu, p: GpuHealthParams, hw: Hardware) -> list[tuple[Status
     if g.persistence_mode_enabled is False:
         out.append((Status.FAIL if p.require_persistence else Status.WARN,
                     "persistence mode Disabled"))
+    elif g.persistence_mode_enabled is None:  # every driver prints it: a line short
+        out.append((Status.ERROR if p.require_persistence else Status.WARN,
+                    "persistence mode not reported"))
+    if not g.clock_event_reasons_reported:
+        out.append((Status.ERROR, "no clock event (throttle) reasons reported: throttling "
+                                  "cannot be ruled out"))
     bad = [r for r in g.clock_event_reasons_active if r not in p.allowed_throttle_reasons]
     if bad:
         out.append((Status.FAIL, f"clock event reasons active: {', '.join(bad)}"))
@@ -137,6 +143,13 @@ def judge_gpu_health(q: GpuQuery, params: GpuHealthParams,
                                   f"reports {len(q.gpus)} (output incomplete, or a GPU could "
                                   "not be queried)"))
     node += [(Status.FAIL, f"nvidia-smi: {e}") for e in q.device_errors]
+    for what, values in (("PCI bus id", [g.pci_bus_id for g in q.gpus]),
+                         ("UUID", [g.uuid for g in q.gpus if g.uuid]),
+                         ("minor number", [str(g.minor_number) for g in q.gpus
+                                           if g.minor_number is not None])):
+        for value in sorted({v for v in values if values.count(v) > 1}):
+            node.append((Status.ERROR, f"{what} {value} is listed for {values.count(value)} "
+                                       "GPUs: duplicated output, the GPUs cannot be counted"))
     grouped: dict[tuple[Status, str], list[str]] = {}
     for g in q.gpus:
         for status, text in _gpu_findings(g, params, hardware):

@@ -24,7 +24,8 @@ purpose or not, never fail the check. Every finding is listed; the worst one win
 
 ``fabric.roce_lossless`` reads PFC and DSCP trust with iproute2's inbox ``dcb`` (dcb-pfc(8),
 dcb-app(8), JSON), not the vendor ``mlnx_qos``: for each interface in
-``params.interfaces``, PFC must be on for exactly ``pfc_priority`` and, with ``trust: dscp``,
+``params.interfaces`` exactly one ``pfc`` and one ``app`` section (a missing, repeated or
+foreign one is an error), PFC on for exactly ``pfc_priority`` and, with ``trust: dscp``,
 the DSCP-to-priority table must map some DSCP value to that priority (mlx5 trusts DSCP
 when the table has entries). The interface names are passed to a fixed ``sh -c`` script as
 positional arguments, never spliced into the script text.
@@ -229,14 +230,35 @@ def applies_lossless(hw: Hardware) -> str | None:
 def judge_lossless(ports: tuple[DcbPort, ...], params: LosslessParams,
                    thresholds: Mapping[str, Threshold], hardware: Hardware | None = None,
                    ) -> Judgement:
+    """Expected: for every interface of ``params.interfaces``, exactly one ``pfc`` and one
+    ``app`` section (the probe asks for both), and nothing for any other interface. A
+    missing, repeated or foreign section is an error naming it; then PFC on exactly the
+    lossless priority and the trust mode."""
     by_if = {p.interface: p for p in ports}
     findings: list[tuple[Status, str]] = []
     prio = params.pfc_priority
     details: dict[str, float | str] = {}
+    if not params.interfaces:
+        findings.append((Status.ERROR, "params.interfaces names no RoCE interface: nothing "
+                                       "to judge"))
+    for other in ports:
+        if other.interface not in params.interfaces:
+            findings.append((Status.ERROR, f"{other.interface}: dcb output for an interface "
+                                           "not in params.interfaces "
+                                           f"({', '.join(params.interfaces)}): not this "
+                                           "probe's evidence"))
     for name in params.interfaces:
         p = by_if.get(name)
         if p is None:
             findings.append((Status.ERROR, f"{name}: no dcb output for this interface"))
+            continue
+        for what in ("pfc", "app"):
+            n = p.sections.count(what)
+            if n != 1:
+                findings.append((Status.ERROR, f"{name}: {n} 'dcb {what}' sections, expected "
+                                               "exactly 1" + (" (duplicated output?)" if n
+                                                              else "")))
+        if any(p.sections.count(w) != 1 for w in ("pfc", "app")):
             continue
         for err in p.errors:
             findings.append((Status.FAIL, f"{name}: {err}"))

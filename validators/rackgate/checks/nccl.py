@@ -12,6 +12,14 @@ near 0, so it reads a fraction of the plateau on a healthy node (8 x A100: 68 GB
 against 235 GB/s at 8 GiB) and moves with ``-b``/``-e`` rather than with the hardware.
 A sweep that never reaches ``judge_min_bytes`` is an error, not a pass.
 
+**Complete, possible evidence** (``plateau``): every size of the sweep (``-b`` times ``-f``
+up to ``-e``) at or above ``judge_min_bytes`` must be present exactly once; a size
+missing, printed twice (runs concatenated) or not in the sweep is an error naming it.
+Every busbw of every row must be a possible figure: the parser refuses non-finite numbers,
+and a figure above the threshold's physical ceiling (``limit: true``, ``ceiling``) by more
+than ``checks.LIMIT_TOLERANCE`` is implausible evidence (an error), even where the median
+would hide it.
+
 The figure is compared with the profile's ``busbw`` threshold, whose ref is the physical
 per-GPU, per-direction NVLink bandwidth (``limit: true``, so the report shows % of it).
 Any ``#wrong`` > 0 (either side) and any ``Out of bounds values`` > 0 fail, naming size and
@@ -32,13 +40,17 @@ busbw is 0 by definition. ``rail_split_env`` gives the multi-node runner its env
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from statistics import median
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rackgate.checks import Check, CommandError, Scope, compare
+from rackgate.checks import Check, CommandError, Scope, compare, implausible
+from rackgate.launch import PATH_NAME, plain
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nccl_tests import NcclRow, NcclTestsRun, parse_nccl_tests
 from rackgate.profile import Hardware, Threshold
@@ -83,9 +95,14 @@ class NcclParams(BaseModel):
                                      description="in-place vs out-of-place busbw note")
     require_summary: bool = Field(default=True, description="no summary lines: error")
     per_rail: bool = Field(default=False, description="multi-node scope only")
-    binary_dir: str | None = Field(default=None, pattern=r"^/[^:]*$",
-                                   description="directory of the *_perf binaries")
+    binary_dir: str | None = Field(default=None, description="directory of the *_perf "
+                                   "binaries: an absolute path (launch.PATH_NAME)")
     timeout_s: int = Field(default=900, ge=30, le=7200)
+
+    @field_validator("binary_dir")
+    @classmethod
+    def _plain_path(cls, value: str | None) -> str | None:
+        return None if value is None else plain(PATH_NAME, value, "binary_dir")
 
     @model_validator(mode="after")
     def _consistent(self) -> NcclParams:
@@ -120,9 +137,11 @@ def binary_dir(params: NcclParams, hostvars: Mapping[str, Any]) -> str:
     if path is None:
         path = (f"{hostvars.get('nccl_tests_prefix', DEFAULT_PREFIX)}/"
                 f"{hostvars.get('nccl_tests_version', DEFAULT_VERSION)}/build")
-    if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
-        raise CommandError(f"nccl-tests directory must be an absolute path, got {path!r}")
-    return path.rstrip("/")
+    try:
+        return plain(PATH_NAME, path, "nccl-tests directory").rstrip("/")
+    except ValueError as exc:
+        raise CommandError(f"{exc}: the nccl-tests directory must be an absolute path of "
+                           "letters, digits, '.', '_', '+', '-' and '/'") from None
 
 
 _REDUCTIONS = ("all_reduce", "reduce_scatter")
@@ -140,15 +159,103 @@ def _command(op: str) -> Any:
 all_reduce_command = _command("all_reduce")
 
 
-def _plateau_busbw(run: NcclTestsRun, min_bytes: int) -> tuple[list[NcclRow], float | None]:
-    rows = [r for r in run.rows if r.size_bytes >= min_bytes and r.out_of_place is not None]
-    values = [r.out_of_place.busbw_gbps for r in rows if r.out_of_place is not None]
-    return rows, (median(values) if values else None)
+def sweep_sizes(p: NcclParams) -> list[int]:
+    """The sizes nccl-tests runs: ``-b``, then times ``-f`` while at most ``-e``
+    (``src/common.cu``: ``for (size = minBytes; size <= maxBytes; size *= stepFactor)``).
+
+    >>> sweep_sizes(NcclParams(min_bytes="1G", max_bytes="8G"))
+    [1073741824, 2147483648, 4294967296, 8589934592]
+    """
+    sizes, size, top = [], size_bytes(p.min_bytes), size_bytes(p.max_bytes)
+    while size <= top:
+        sizes.append(size)
+        size *= p.step_factor
+    return sizes
+
+
+def _slack(size: int) -> int:
+    """How far below a requested size nccl-tests may print it: it rounds the element count
+    down to a multiple of the ranks (``AllGatherGetCollByteCount`` and kin), a few KiB at
+    most; 1 % leaves no doubt which size of a x2 (or larger) sweep a row is."""
+    return size // 100
+
+
+@dataclass(frozen=True)
+class Plateau:
+    """The judged rows of one nccl-tests run: one per expected size >= judge_min_bytes."""
+
+    rows: tuple[NcclRow, ...]
+    busbw_gbps: float | None  # median out-of-place busbw of ``rows``; None without rows
+    findings: tuple[tuple[Status, str], ...]  # missing, duplicated, foreign, implausible
+
+
+def _side_figures(row: NcclRow) -> list[tuple[str, float]]:
+    return [(f"{row.size_bytes} B {side} busbw", m.busbw_gbps)
+            for side, m in (("out-of-place", row.out_of_place), ("in-place", row.in_place))
+            if m is not None]
+
+
+def plateau(run: NcclTestsRun, p: NcclParams, threshold: Threshold | None) -> Plateau:
+    """Every expected plateau size present exactly once, every figure a possible one.
+
+    The expected sizes are the sweep's (``sweep_sizes``) of at least ``judge_min_bytes``;
+    a size missing, printed twice (two runs in one output) or not in the sweep is an
+    ``error`` naming it, and so is a busbw that is not finite, negative, or above the
+    threshold's physical limit (``limit: true``) by more than ``LIMIT_TOLERANCE``.
+    """
+    floor = size_bytes(p.judge_min_bytes)
+    expected = [e for e in sweep_sizes(p) if e >= floor]
+    findings: list[tuple[Status, str]] = []
+    for row in run.rows:
+        for what, value in _side_figures(row):
+            why = implausible(value, threshold, what) if threshold is not None else \
+                (None if math.isfinite(value) and value >= 0 else f"{what} {value} is not a "
+                                                                   "finite, positive number")
+            if why is not None:
+                findings.append((Status.ERROR, f"line {row.line}: {why}"))
+    keys = Counter((r.size_bytes, r.type, r.redop, r.root) for r in run.rows if r.size_bytes)
+    twice = sorted(k[0] for k, n in keys.items() if n > 1)
+    if twice:
+        findings.append((Status.ERROR, f"size row(s) printed more than once: "
+                                       f"{', '.join(f'{s} B' for s in twice[:5])} (two runs "
+                                       "in one output are not one measurement)"))
+    judged: list[NcclRow] = []
+    matched: set[int] = set()
+    for e in expected:
+        rows = [r for r in run.rows if e - _slack(e) <= r.size_bytes <= e]
+        matched.update(id(r) for r in rows)
+        if len(rows) > 1:
+            findings.append((Status.ERROR, f"{len(rows)} rows for the {e} B size (lines "
+                                           f"{', '.join(str(r.line) for r in rows)}): one "
+                                           "run prints each size once"))
+        elif rows and rows[0].out_of_place is None:
+            findings.append((Status.ERROR, f"the {e} B row has no out-of-place figure"))
+        elif rows:
+            judged.append(rows[0])
+    missing = [e for e in expected if not any(e - _slack(e) <= r.size_bytes <= e
+                                              for r in run.rows)]
+    if missing and len(missing) < len(expected):
+        findings.append((Status.ERROR, f"no row for {len(missing)} expected size(s) of the "
+                                       f"sweep: {', '.join(f'{e} B' for e in missing[:5])}"))
+    foreign = [r for r in run.rows if r.size_bytes >= floor - _slack(floor)
+               and id(r) not in matched]
+    if foreign:
+        findings.append((Status.ERROR, "row(s) of a size not in the sweep -b "
+                                       f"{p.min_bytes} -e {p.max_bytes} -f {p.step_factor}: "
+                                       + ", ".join(f"{r.size_bytes} B (line {r.line})"
+                                                   for r in foreign[:5])))
+    finite = [r.out_of_place.busbw_gbps for r in judged
+              if r.out_of_place is not None and math.isfinite(r.out_of_place.busbw_gbps)]
+    busbw = median(finite) if finite else None
+    return Plateau(tuple(judged), busbw, tuple(findings))
 
 
 def large_message_busbw(run: NcclTestsRun, min_bytes: int) -> float | None:
-    """The judged figure: median out-of-place busbw over the rows >= ``min_bytes``."""
-    return _plateau_busbw(run, min_bytes)[1]
+    """The median out-of-place busbw over the rows >= ``min_bytes`` (no completeness
+    check: the judges use ``plateau``)."""
+    values = [r.out_of_place.busbw_gbps for r in run.rows
+              if r.size_bytes >= min_bytes and r.out_of_place is not None]
+    return median(values) if values else None
 
 
 def _total_ranks(run: NcclTestsRun) -> int | None:
@@ -194,16 +301,19 @@ def judge_nccl(run: NcclTestsRun, params: NcclParams, thresholds: Mapping[str, T
         return Judgement(Status.ERROR, "the profile gives no busbw threshold for this check")
     findings = _findings(run, params, hardware)
     floor = size_bytes(params.judge_min_bytes)
-    rows, busbw = _plateau_busbw(run, floor)
+    judged = plateau(run, params, threshold)
+    findings += judged.findings
+    rows, busbw = judged.rows, judged.busbw_gbps
     details: dict[str, float | str] = {
         "rows": len(run.rows), "largest_bytes": max(r.size_bytes for r in run.rows),
         "judged_sizes": ", ".join(str(r.size_bytes) for r in rows) or "none",
         "nccl_tests_version": run.tests_version or "unknown",
         "nccl_version": run.nccl_version or "unknown",
     }
-    if run.avg_busbw_gbps is not None:
+    if run.avg_busbw_gbps is not None and math.isfinite(run.avg_busbw_gbps):
         details["avg_busbw_gbps_whole_sweep"] = run.avg_busbw_gbps
-    peak = max((r.out_of_place.busbw_gbps for r in run.rows if r.out_of_place), default=None)
+    peak = max((r.out_of_place.busbw_gbps for r in run.rows if r.out_of_place
+                and math.isfinite(r.out_of_place.busbw_gbps)), default=None)
     if peak is not None:
         details["peak_busbw_gbps"] = peak
     for r in rows:
@@ -260,5 +370,6 @@ CHECKS = (
     _check("sendrecv", "pipeline-parallel point-to-point"),
 )
 
-__all__ = ["CHECKS", "NcclParams", "all_reduce_command", "binary_dir", "judge_nccl",
-           "large_message_busbw", "nccl_applies", "rail_split_env", "size_bytes"]
+__all__ = ["CHECKS", "NcclParams", "Plateau", "all_reduce_command", "binary_dir", "judge_nccl",
+           "large_message_busbw", "nccl_applies", "plateau", "rail_split_env", "size_bytes",
+           "sweep_sizes"]

@@ -4,15 +4,22 @@ round-robin tournament and launched through the scheduler.
 - ``fabric.pairwise_bw``: for N nodes, ``pairs.round_robin`` gives N-1 rounds (N with a bye
   when N is odd) in which no node is in two pairs; the pairs of a round run in parallel,
   one ``srun`` job of two tasks each (the server on the pair's first node, the client on
-  the second, told apart by ``SLURMD_NODENAME``), rounds one after the other. The whole
-  schedule is one shell script run once on the launch host (its text is in the evidence's
-  argv), which prints each pair's output after the last round (``parsers/pairwise.py``).
+  the second, told apart by ``SLURMD_NODENAME``), rounds one after the other. The schedule
+  runs once on the launch host through rackgate's job sequencer (``probes/srun_rounds.py``,
+  sent as text), which starts every srun from its argv list and prints each pair's output
+  after its round (``parsers/pairwise.py``). No shell script is generated from data: on the
+  nodes each task runs ``PAIR_TASK``, a constant ``bash -c`` text that receives the server's
+  name and the perftest argv as positional arguments.
 - Judged as an N x N matrix (``pairs.judge_pairwise``): each pair's ``ib_write_bw`` average
   (Gb/s, the client's report) against the ``bw`` threshold of the profile, or, when the
   profile sets none, ``min_ratio`` x the per-port line rate of its compute NICs; the weak
   links are named, the node in most of them is the likely culprit, a pair without a
   figure is ``error``. Each node's result is the worst of its pairs (a weak pair with the
   culprit only warns its partner); the matrix goes into the report as a heatmap.
+- **Completeness**: every pair of the schedule must be in the evidence exactly once, as
+  scheduled (round, server, client); a pair missing, printed twice or run otherwise is an
+  ``error`` naming it, and so is a pair whose client report is not one row of
+  ``size_bytes`` on ``device`` from exactly one client task.
 
 Skipped when the profile has no compute NIC (the demo rack). One HCA port per run
 (``device``, ``ib_port``): a node with eight rails runs it once per rail (a profile entry
@@ -21,14 +28,22 @@ per rail is the way to name a bad rail instead of averaging it away).
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rackgate.checks import Check, CommandError, Scope
-from rackgate.launch import Launch, LaunchError, srun_argv, when_slurm_ready
+from rackgate.launch import (
+    NODES_LOCK_VAR,
+    RDMA_DEVICE,
+    Launch,
+    LaunchError,
+    plain,
+    rounds_argv,
+    srun_argv,
+    when_slurm_ready,
+)
 from rackgate.model import Judgement, Result, Status
 from rackgate.pairs import (
     DEFAULT_MIN_RATIO,
@@ -38,18 +53,24 @@ from rackgate.pairs import (
     round_robin,
 )
 from rackgate.parsers import ParseError
-from rackgate.parsers.pairwise import CLIENT_MARK, PairwiseRun, parse_pairwise
+from rackgate.parsers.pairwise import CLIENT_MARK, PairOutput, PairwiseRun, parse_pairwise
 from rackgate.parsers.perftest import parse_ib_write_bw
 from rackgate.profile import Hardware, Threshold
 
 NAME = "fabric.pairwise_bw"
+# What each task of a pair's srun job runs: ``bash -c PAIR_TASK rackgate-pair <server>
+# ib_write_bw ...``. A constant: the server's name and the perftest argv arrive as
+# positional arguments, never inside the script text. The server's task runs the
+# perftest server; the client's marks itself, gives the server a moment, and connects.
+PAIR_TASK = (f'server=$1; shift; if [ "$SLURMD_NODENAME" = "$server" ]; then exec "$@"; fi; '
+             f'echo {CLIENT_MARK}; sleep 2; exec "$@" "$server"')
 
 
 class PairwiseParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    device: str = Field(default="mlx5_0", pattern=r"^[A-Za-z0-9_.-]+$",
-                        description="RDMA device (ibv_devices) of the port under test")
+    device: str = Field(default="mlx5_0", description="RDMA device (ibv_devices) of the port "
+                                                      "under test (launch.RDMA_DEVICE)")
     ib_port: int = Field(default=1, ge=1, le=2)
     gid_index: int | None = Field(default=None, ge=0, le=255,
                                   description="RoCE: the GID index (-x) of the RoCEv2 GID")
@@ -64,6 +85,11 @@ class PairwiseParams(BaseModel):
     timeout_s: int = Field(default=3600, ge=10, description="the whole schedule: about "
                            "rounds x (duration + start-up) when every pair runs")
 
+    @field_validator("device")
+    @classmethod
+    def _plain_device(cls, value: str) -> str:
+        return plain(RDMA_DEVICE, value, "device")
+
 
 def _perftest(p: PairwiseParams) -> list[str]:
     argv = ["ib_write_bw", "-d", p.device, "-i", str(p.ib_port), "-s", str(p.size_bytes),
@@ -73,40 +99,30 @@ def _perftest(p: PairwiseParams) -> list[str]:
     return argv
 
 
-def pair_argv(p: PairwiseParams, server: str, client: str) -> list[str]:
+def pair_argv(p: PairwiseParams, server: str, client: str,
+              node_lock: str | None = None) -> list[str]:
     """The srun job of one pair: the server on ``server``, the client on ``client``."""
-    perftest = shlex.join(_perftest(p))
-    inner = (f'if [ "$SLURMD_NODENAME" = "$0" ]; then exec {perftest}; '
-             f'else echo {CLIENT_MARK}; sleep 2; exec {perftest} "$0"; fi')
     launch = Launch(nodes=(server, client), tasks_per_node=1, mpi="none",
-                    program=("bash", "-c", inner, server), timeout_s=p.pair_timeout_s,
-                    queue_wait_s=p.queue_wait_s)
+                    program=("bash", "-c", PAIR_TASK, "rackgate-pair", server, *_perftest(p)),
+                    timeout_s=p.pair_timeout_s, queue_wait_s=p.queue_wait_s,
+                    node_lock=node_lock)
     return srun_argv(launch, job_name=f"rackgate-{NAME}")
 
 
-def script(p: PairwiseParams, nodes: Sequence[str]) -> str:
-    """The shell script that runs the whole schedule and prints every pair's output.
+def schedule_argv(p: PairwiseParams, nodes: Sequence[str],
+                  node_lock: str | None = None) -> list[str]:
+    """The job sequencer's command line that runs the whole schedule.
 
-    >>> print(script(PairwiseParams(), ["a", "b"]).splitlines()[3])
-    echo '### rackgate-pairwise nodes=a,b rounds=1'
+    >>> argv = schedule_argv(PairwiseParams(), ["a", "b"])
+    >>> argv[3:6], argv[6:8]
+    (['### rackgate-pairwise nodes=a,b rounds=1', '### end', '--round'], ['--job', \
+'### pair round=1 server=a client=b'])
     """
     schedule = round_robin(nodes)
-    lines = ["set -u", 'out="$(mktemp -d)"', "trap 'rm -rf \"$out\"' EXIT",
-             "echo " + shlex.quote(f"### rackgate-pairwise nodes={','.join(nodes)} "
-                                   f"rounds={len(schedule)}")]
-    jobs = [(r, a, b) for r, pairs in enumerate(schedule, start=1) for a, b in pairs]
-    for r in range(1, len(schedule) + 1):
-        for k, (rr, a, b) in enumerate(jobs):
-            if rr == r:
-                lines.append(f'( {shlex.join(pair_argv(p, a, b))} >"$out/{k}" 2>&1; '
-                             f'echo $? >"$out/{k}.rc" ) &')
-        lines.append("wait")
-    for k, (r, a, b) in enumerate(jobs):
-        lines.append(f'echo "### pair round={r} server={a} client={b} '
-                     f'rc=$(cat "$out/{k}.rc" 2>/dev/null)"')
-        lines.append(f'cat "$out/{k}"')
-    lines.append("echo '### end'")
-    return "\n".join(lines) + "\n"
+    rounds = [[(f"### pair round={r} server={a} client={b}", pair_argv(p, a, b, node_lock))
+               for a, b in pairs] for r, pairs in enumerate(schedule, start=1)]
+    return rounds_argv(f"### rackgate-pairwise nodes={','.join(nodes)} rounds={len(schedule)}",
+                       "### end", rounds)
 
 
 def pairwise_command(p: PairwiseParams, hostvars: Mapping[str, Any]) -> list[str]:
@@ -114,8 +130,8 @@ def pairwise_command(p: PairwiseParams, hostvars: Mapping[str, Any]) -> list[str
     if len(nodes) < 2:
         raise CommandError(f"{NAME} needs at least two nodes under test, got {nodes}")
     try:
-        return when_slurm_ready(nodes, ["bash", "-c", script(p, nodes), "rackgate-pairwise"])
-    except LaunchError as exc:
+        return when_slurm_ready(nodes, schedule_argv(p, nodes, hostvars.get(NODES_LOCK_VAR)))
+    except (LaunchError, ValueError) as exc:
         raise CommandError(str(exc)) from None
 
 
@@ -124,34 +140,83 @@ def _threshold(p: PairwiseParams, thresholds: Mapping[str, Threshold],
     return thresholds.get("bw") or line_rate_threshold(hw, p.min_ratio)
 
 
-def _measure(run: PairwiseRun, evidence: str | None
-             ) -> tuple[dict[tuple[str, str], float | None], dict[tuple[str, str], str]]:
-    measured: dict[tuple[str, str], float | None] = {}
+def _scheduled(run: PairwiseRun) -> tuple[dict[tuple[str, str], PairOutput],
+                                          dict[tuple[str, str], str]]:
+    """Each pair of the schedule (from the header's node order) found exactly once, as
+    scheduled; the others keyed as scheduled with why they cannot be judged."""
+    found: dict[tuple[str, str], PairOutput] = {}
     errors: dict[tuple[str, str], str] = {}
-    for pair in run.pairs:
-        key = (pair.server, pair.client)
+    for r, pairs in enumerate(round_robin(run.nodes), start=1):
+        for a, b in pairs:
+            sections = [s for s in run.pairs if {s.server, s.client} == {a, b}]
+            if not sections:
+                errors[(a, b)] = "pair missing from the evidence (not run, or its output lost)"
+            elif len(sections) > 1:
+                errors[(a, b)] = (f"pair printed {len(sections)} times (lines "
+                                  f"{', '.join(str(s.line) for s in sections)}): one job per "
+                                  "pair, two sections are not one measurement")
+            elif (sections[0].round, sections[0].server, sections[0].client) != (r, a, b):
+                s = sections[0]
+                errors[(a, b)] = (f"ran as round {s.round} server {s.server} client "
+                                  f"{s.client}, the schedule has round {r} server {a} client "
+                                  f"{b}: not the scheduled run")
+            else:
+                found[(a, b)] = sections[0]
+    return found, errors
+
+
+def _figure(pair: PairOutput, p: PairwiseParams) -> float:
+    """The client's bandwidth for exactly the run the command asked for; ParseError else."""
+    if pair.client_tasks != 1:
+        raise ParseError(f"{pair.client_tasks} tasks said '{CLIENT_MARK}': a pair has one "
+                         "client")
+    bw = parse_ib_write_bw(pair.client_text)
+    sizes = [r.size_bytes for r in bw.rows]
+    if sizes != [p.size_bytes]:
+        raise ParseError(f"the client measured size(s) {sizes[:5]} B, the command ran -s "
+                         f"{p.size_bytes}: not the scheduled measurement")
+    if bw.header.device is not None and bw.header.device != p.device:
+        raise ParseError(f"the client ran on device {bw.header.device}, the command named "
+                         f"{p.device}")
+    return bw.rows[0].bw_average_gbps
+
+
+def _measure(run: PairwiseRun, p: PairwiseParams, evidence: str | None
+             ) -> tuple[dict[tuple[str, str], float | None], dict[tuple[str, str], str]]:
+    found, errors = _scheduled(run)
+    measured: dict[tuple[str, str], float | None] = {}
+    for key, pair in found.items():
         if pair.rc != 0:
             tail = " ".join(pair.text.split()[-30:])
             errors[key] = f"the pair's job exited with rc {pair.rc}: {tail}"
             continue
         try:
-            measured[key] = parse_ib_write_bw(pair.client_text).bw_average_gbps
+            measured[key] = _figure(pair, p)
         except ParseError as exc:
             errors[key] = f"unparseable client output in {evidence or 'the evidence'}: {exc}"
     return measured, errors
+
+
+def _run_problem(run: PairwiseRun, nodes: Sequence[str] | None) -> str | None:
+    if nodes is not None and sorted(run.nodes) != sorted(nodes):
+        return (f"the pairwise run covered {', '.join(run.nodes)}, the nodes under test are "
+                f"{', '.join(nodes)}")
+    if run.rounds != len(round_robin(run.nodes)):
+        return (f"the header announces {run.rounds} rounds, the schedule of "
+                f"{len(run.nodes)} nodes has {len(round_robin(run.nodes))}")
+    return None
 
 
 def judge_nodes(run: PairwiseRun, p: PairwiseParams, thresholds: Mapping[str, Threshold],
                 hw: Hardware, nodes: Sequence[str], evidence: str | None
                 ) -> tuple[list[Result], dict[str, Any]]:
     """One result per node of ``nodes`` and the matrix for the report."""
-    if set(run.nodes) != set(nodes):
-        why = (f"the pairwise run covered {', '.join(run.nodes)}, the nodes under test are "
-               f"{', '.join(nodes)}")
+    why = _run_problem(run, nodes)
+    if why is not None:
         return [Result(n, NAME, Status.ERROR, why, evidence=evidence) for n in nodes], {}
-    measured, errors = _measure(run, evidence)
+    measured, errors = _measure(run, p, evidence)
     where = {k: evidence for k in measured.keys() | errors.keys()} if evidence else None
-    matrix = judge_pairwise(list(nodes), measured, _threshold(p, thresholds, hw), NAME,
+    matrix = judge_pairwise(list(run.nodes), measured, _threshold(p, thresholds, hw), NAME,
                             errors, where)
     return node_results(matrix), matrix.to_doc()
 
@@ -159,7 +224,10 @@ def judge_nodes(run: PairwiseRun, p: PairwiseParams, thresholds: Mapping[str, Th
 def judge_rack(run: PairwiseRun, p: PairwiseParams, thresholds: Mapping[str, Threshold],
                hw: Hardware) -> Judgement:
     """The matrix's verdict as one judgement (what the rack as a whole gets)."""
-    measured, errors = _measure(run, None)
+    why = _run_problem(run, None)
+    if why is not None:
+        return Judgement(Status.ERROR, why)
+    measured, errors = _measure(run, p, None)
     matrix = judge_pairwise(list(run.nodes), measured, _threshold(p, thresholds, hw), NAME,
                             errors)
     return Judgement(matrix.status, matrix.message)

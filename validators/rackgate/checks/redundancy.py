@@ -1,48 +1,96 @@
 """Redundancy checks: power supplies (through the BMC), storage multipath, bonded links.
 
 ``redundancy.psu_ipmi``: ``ipmitool sdr elist`` against the node's BMC, run from the control
-host: at least ``hardware.psu.count`` PSU status sensors, each present and without
-failure, AC loss or predictive failure; no redundancy sensor lost when the profile expects
-redundancy; PSU input power under the BMC's critical threshold and under ``input_power``
-when the profile gives it. ``sdr elist`` rather than ``sdr type "Power Supply"``: Intel
-boards report PSU redundancy on a Power Unit (09h) sensor that the type filter leaves out.
-``redundancy.multipath``: ``multipath -ll``; every map has ``multipath_paths_per_lun``
-healthy paths and none failed. ``redundancy.bonding``: every ``/proc/net/bonding`` file;
-each expected bond has its mode, all members up and, for 802.3ad, an LACP partner.
+host: exactly ``hardware.psu.count`` PSU status sensors, each listed once and positively
+healthy by the allow-lists below (present, nothing else asserted); every redundancy sensor
+Fully Redundant when the profile expects redundancy; Power Unit sensors asserting
+nothing; PSU input power plausible, under the BMC's critical threshold and under
+``input_power`` when the profile gives it. A state on no list is an error naming the
+sensor and the text. ``sdr elist`` rather than ``sdr type "Power Supply"``: Intel boards
+report PSU redundancy on a Power Unit (09h) sensor that the type filter leaves out.
+``redundancy.multipath``: ``multipath -ll``; the LUNs the profile expects
+(``params.wwids`` or ``params.lun_count``: ``hardware.storage`` gives only the paths per
+LUN) each have a map with ``multipath_paths_per_lun`` healthy paths and none failed, no
+map is foreign. ``redundancy.bonding``: every ``/proc/net/bonding`` file; each expected
+bond has its mode, exactly its members, all up and, for 802.3ad, an LACP partner.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rackgate.checks import Check, CommandError, Scope, compare
+from rackgate.checks import SECRET_FILE, Check, CommandError, Scope, compare
+from rackgate.checks.findings import Finding, message, verdict
 from rackgate.model import Judgement, Status
 from rackgate.parsers.bonding import NO_PARTNER, Bond, BondingReport, parse_bonding
 from rackgate.parsers.ipmi import IpmiSdr, IpmiSensor, PsuKind, parse_ipmi_sdr, psu_sensors
 from rackgate.parsers.multipath import MultipathTopology, parse_multipath_ll
 from rackgate.profile import Hardware, Threshold
 
-# IPMI v2.0 table 42-3: sensor-specific offsets of Power Supply (08h) and Power Unit (09h),
-# and the generic redundancy offsets (table 42-2, reading type 0Bh); bit n = offset n.
-PSU_FAULT_BITS = {1: "Failure detected", 2: "Predictive failure", 3: "Power Supply AC lost",
-                  4: "AC lost or out-of-range", 6: "Configuration error"}
-PSU_WARN_BITS = {5: "AC out-of-range, but present"}
-POWER_UNIT_FAULT_BITS = {4: "AC lost", 5: "Soft power control failure",
-                         6: "Power unit failure detected", 7: "Predictive failure"}
-REDUNDANCY_LOST_BITS = {1: "Redundancy Lost", 2: "Redundancy Degraded",
-                        3: "Non-redundant: Sufficient Resources from Redundant",
-                        4: "Non-redundant: Sufficient Resources from Insufficient Resources",
-                        5: "Non-redundant: Insufficient Resources",
-                        6: "Redundancy Degraded from Fully Redundant",
-                        7: "Redundancy Degraded from Non-redundant"}
-_FAULT_WORDS = ("failure", "ac lost", "out-of-range", "out of range", "configuration error",
-                "power off", "power down", "interlock")
-_LOST_WORDS = ("redundancy lost", "redundancy degraded", "non-redundant", "insufficient")
+# Allow-lists of the discrete states, offset -> the names ipmitool prints for it (its
+# sensor_specific_event_types / generic_event_types tables, include/ipmitool/ipmi_sel.h,
+# printed by ipmi_sdr_print_discrete_state_mini in lib/ipmi_sdr.c) and the name in the IPMI
+# v2.0 specification. Bit n of a 3-column ``0xNN`` reading is offset n. A state is healthy
+# only when its offset is in the healthy set; a known state outside it is a finding; text
+# that is on no list (a new firmware's wording, a garbled byte) is an error, never a pass.
+#
+# Table 42-3, sensor type 08h (Power Supply), sensor-specific offsets:
+PSU_STATES: dict[int, tuple[str, ...]] = {
+    0: ("Presence detected",),
+    1: ("Failure detected", "Power Supply Failure detected"),
+    2: ("Predictive failure",),
+    3: ("Power Supply AC lost", "Power Supply input lost (AC/DC)"),
+    4: ("AC lost or out-of-range", "Power Supply input lost or out-of-range"),
+    5: ("AC out-of-range, but present", "Power Supply input out-of-range, but present"),
+    # ipmitool prints "Config Error"; its SEL decoder adds ": Vendor Mismatch", ": Revision
+    # Mismatch", ... from event data 3: any "Config Error: <detail>" is this offset too
+    6: ("Config Error", "Configuration error"),
+    # errata: "Power Supply Inactive (in standby state)": present but carrying no load
+    7: ("Power Supply Inactive", "Power Supply Inactive (in standby state)"),
+}
+PSU_HEALTHY = frozenset({0})  # present, nothing else asserted
+# Table 42-3, sensor type 09h (Power Unit): every offset is a power-delivery event, so a
+# healthy power unit asserts none of them.
+POWER_UNIT_STATES: dict[int, tuple[str, ...]] = {
+    0: ("Power off/down", "Power Off / Power Down"),
+    1: ("Power cycle",),
+    2: ("240VA power down", "240VA Power Down"),
+    3: ("Interlock power down", "Interlock Power Down"),
+    4: ("AC lost", "AC lost / Power input lost"),
+    5: ("Soft-power control failure", "Soft Power Control Failure"),
+    6: ("Failure detected", "Power Unit Failure detected"),
+    7: ("Predictive failure",),
+}
+POWER_UNIT_HEALTHY: frozenset[int] = frozenset()
+# Table 42-2, generic reading type 0Bh (redundancy), on a PSU or Power Unit sensor:
+REDUNDANCY_STATES: dict[int, tuple[str, ...]] = {
+    0: ("Fully Redundant",),
+    1: ("Redundancy Lost",),
+    2: ("Redundancy Degraded",),
+    3: ("Non-Redundant: Sufficient from Redundant",
+        "Non-redundant: Sufficient Resources from Redundant"),
+    4: ("Non-Redundant: Sufficient from Insufficient",
+        "Non-redundant: Sufficient Resources from Insufficient Resources"),
+    5: ("Non-Redundant: Insufficient Resources", "Non-redundant: Insufficient Resources"),
+    6: ("Redundancy Degraded from Fully Redundant",),
+    7: ("Redundancy Degraded from Non-Redundant", "Redundancy Degraded from Non-redundant"),
+}
+REDUNDANCY_HEALTHY = frozenset({0})
 _CRITICAL = frozenset({"cr", "nr", "ucr", "unr", "lcr", "lnr"})
 _NONCRITICAL = frozenset({"nc", "unc", "lnc"})
+# No single PSU input reads above this: the largest 8-GPU nodes are specified at 14.3 kW
+# max for the whole system, shared by six 3.3 kW supplies on 200-240 V / 16 A inputs
+# (NVIDIA DGX B200 User Guide, "Power Specifications"); 20 kW per sensor is above what
+# any one supply, or even the whole system, can draw.
+# With hardware.psu.watts_each the bound is tighter: input = output / efficiency, and 80
+# PLUS supplies are >= 80 % efficient at any load, so input <= 1.25 x rated output; 1.5 x
+# leaves margin for the sensor's tolerance.
+MAX_PSU_INPUT_W = 20_000.0
+INPUT_OVER_RATING = 1.5
 
 
 class PsuIpmiParams(BaseModel):
@@ -56,8 +104,10 @@ class PsuIpmiParams(BaseModel):
 def psu_ipmi_command(params: PsuIpmiParams, hostvars: Mapping[str, Any]) -> list[str]:
     """argv of ipmitool against the node's BMC, run on the control host.
 
-    The password is never in argv (``ps`` shows argv to every user): ``-E`` makes ipmitool
-    read it from the ``IPMI_PASSWORD`` environment variable, which the runner must set.
+    The password is never in argv or an environment (``ps`` shows argv to every user):
+    ``-f`` makes ipmitool read it from a file, :data:`~rackgate.checks.SECRET_FILE` here,
+    which the collector replaces with the private 0600 file holding
+    ``rackgate_bmc_password``.
 
     >>> psu_ipmi_command(PsuIpmiParams(), {"rackgate_bmc_host": "10.0.0.5",
     ...                                    "rackgate_bmc_user": "ops"})[1:9]
@@ -73,90 +123,161 @@ def psu_ipmi_command(params: PsuIpmiParams, hostvars: Mapping[str, Any]) -> list
         raise CommandError(f"rackgate_bmc_port must be a TCP port 1-65535, got {port!r}")
     if not isinstance(user, str) or not user or user.startswith("-"):
         raise CommandError(f"rackgate_bmc_user must be a user name, got {user!r}")
-    return ["ipmitool", "-I", "lanplus", "-H", host, "-p", str(port), "-U", user, "-E",
-            "-C", str(params.cipher_suite), "sdr", "elist"]
+    return ["ipmitool", "-I", "lanplus", "-H", host, "-p", str(port), "-U", user,
+            "-f", SECRET_FILE, "-C", str(params.cipher_suite), "sdr", "elist"]
 
 
-def _bits(value: int, table: Mapping[int, str]) -> list[str]:
-    return [name for bit, name in table.items() if value >> bit & 1]
+def _offset(table: Mapping[int, tuple[str, ...]], state: str) -> int | None:
+    """The offset whose name ``state`` is (case-insensitive), or None when it is on no list."""
+    low = state.strip().lower()
+    for offset, names in table.items():
+        if any(low == n.lower() for n in names):
+            return offset
+    if table is PSU_STATES and low.startswith("config error:"):
+        return 6
+    return None
+
+
+_TABLES = {"psu": (PSU_STATES, PSU_HEALTHY, "Power Supply (08h)"),
+           "power_unit": (POWER_UNIT_STATES, POWER_UNIT_HEALTHY, "Power Unit (09h)"),
+           "redundancy": (REDUNDANCY_STATES, REDUNDANCY_HEALTHY, "redundancy (0Bh)")}
+
+
+def _asserted(kind: PsuKind, s: IpmiSensor) -> tuple[set[int], list[Finding]]:
+    """The offsets a discrete sensor asserts (from its states, else its 0xNN bits), and an
+    error for each state or bit that is on no list."""
+    table, _, what = _TABLES[kind]
+    offsets: set[int] = set()
+    errors: list[Finding] = []
+    if s.states is not None:
+        for state in s.states:
+            offset = _offset(table, state)
+            if offset is None:
+                errors.append((Status.ERROR, f"{s.label}: state {state!r} is not one ipmitool "
+                                             f"prints for a {what} sensor: cannot be judged"))
+            else:
+                offsets.add(offset)
+    elif s.state_bits is not None:
+        for bit in range(16):
+            if s.state_bits >> bit & 1:
+                if bit in table:
+                    offsets.add(bit)
+                else:
+                    errors.append((Status.ERROR, f"{s.label}: reading 0x{s.state_bits:02x} "
+                                                 f"asserts offset {bit}, which a {what} "
+                                                 "sensor does not have"))
+    return offsets, errors
+
+
+def _where(s: IpmiSensor) -> str:
+    return f" (reading 0x{s.state_bits:02x})" if s.states is None and s.state_bits is not None \
+        else ""
+
+
+# The 3-column ``ipmitool sdr`` form prints Get Sensor Reading's response byte 2 as 0xNN
+# (ipmi_sdr_print_sensor_fc), which IPMI v2.0 (35.14) says to ignore for a sensor without
+# a numeric reading: a discrete sensor's asserted states are bytes 4-5, which only
+# ``sdr elist`` and ``sdr -v`` print. Some BMCs mirror the states in byte 2 (ipmi_sim; the
+# power bays of ipmitool issue 318), others always print 0x00 (IBM IMM, and issue 176's
+# redundancy sensor reads 0x00 with Redundancy Lost asserted). A fault bit is taken as the
+# BMC's word for a fault; no 0xNN reading is taken as evidence of health.
+_THREE_COLUMN = ("the 3-column 'ipmitool sdr' reading is not the sensor's states (IPMI "
+                 "leaves it unspecified for discrete sensors): collect 'sdr elist'")
 
 
 def _sensor_findings(kind: PsuKind, s: IpmiSensor, want_redundancy: bool,
-                     threshold: Threshold | None) -> tuple[list[str], list[str]]:
-    """(failures, warnings) of one PSU sensor, from its states or state bits."""
-    fails: list[str] = []
-    warns: list[str] = []
-    states = [x.lower() for x in s.states or ()]
+                     threshold: Threshold | None, max_w: float) -> list[Finding]:
+    """Every finding on one PSU sensor; none means positively healthy."""
     if not s.readable:
-        return [f"{s.label}: not readable (status {s.status or '?'})"], []
-    if kind == "redundancy":
-        lost = [x for x in s.states or () if any(w in x.lower() for w in _LOST_WORDS)]
-        if s.state_bits is not None:
-            lost += _bits(s.state_bits, REDUNDANCY_LOST_BITS)
-        if lost:
-            (fails if want_redundancy else warns).append(f"{s.label}: {', '.join(lost)}")
-    elif kind == "power":
-        assert s.watts is not None
-        if s.status in _CRITICAL:
-            fails.append(f"{s.label}: {s.watts:g} W is beyond the BMC's critical threshold "
-                         f"(status {s.status})")
-        elif s.status in _NONCRITICAL:
-            warns.append(f"{s.label}: {s.watts:g} W is beyond the BMC's non-critical "
-                         f"threshold (status {s.status})")
-        if threshold is not None:
-            j = compare(s.watts, threshold, f"{s.label} input power")
-            if j.status is not Status.PASS:
-                fails.append(j.message)
-    else:
-        faults = [x for x in s.states or () if any(w in x.lower() for w in _FAULT_WORDS)]
-        if s.state_bits is not None:
-            table = PSU_FAULT_BITS if kind == "psu" else POWER_UNIT_FAULT_BITS
-            faults += _bits(s.state_bits, table)
-            if kind == "psu":
-                warns += [f"{s.label}: {w} (reading 0x{s.state_bits:02x})"
-                          for w in _bits(s.state_bits, PSU_WARN_BITS)]
-        if faults:
-            bits = f" (reading 0x{s.state_bits:02x})" if s.state_bits is not None else ""
-            fails.append(f"{s.label}: {', '.join(dict.fromkeys(faults))}{bits}")
-        # presence is judged where the BMC gives states as text; the 3-column 0x00 of a
-        # healthy IBM IMM PSU asserts no offset at all, so 0x00 cannot mean "absent"
-        if kind == "psu" and s.states is not None and "presence detected" not in states:
-            fails.append(f"{s.label}: presence not asserted (states: "
-                         f"{', '.join(s.states) or 'none'})")
-    return fails, warns
+        return [(Status.FAIL, f"{s.label}: not readable (status {s.status or '?'})")]
+    if kind == "power":
+        return _power_findings(s, threshold, max_w)
+    if s.states is None and s.state_bits is None:
+        return [(Status.ERROR, f"{s.label}: no state shown (neither a state list nor a 0xNN "
+                               "reading): cannot be judged")]
+    table, healthy, _ = _TABLES[kind]
+    offsets, out = _asserted(kind, s)
+    bad = [table[o][0] for o in sorted(offsets - healthy)]
+    if bad:
+        fault = Status.FAIL if kind != "redundancy" or want_redundancy else Status.WARN
+        out.append((fault, f"{s.label}: {', '.join(bad)}{_where(s)}"))
+    if s.states is None:  # a 0xNN reading: faults count, health is never shown by it
+        if not bad and (kind != "redundancy" or want_redundancy):
+            out.append((Status.ERROR, f"{s.label}: reading 0x{s.state_bits or 0:02x}: "
+                                      f"{_THREE_COLUMN}"))
+        return out
+    if kind == "redundancy" and want_redundancy and not bad and not offsets & healthy \
+            and not out:
+        out.append((Status.ERROR, f"{s.label}: asserts no redundancy state: Fully Redundant "
+                                  "not shown"))
+    if kind == "psu" and not offsets & healthy:
+        out.append((Status.FAIL, f"{s.label}: presence not asserted (states: "
+                                 f"{', '.join(s.states) or 'none'})"))
+    return out
+
+
+def _power_findings(s: IpmiSensor, threshold: Threshold | None, max_w: float) -> list[Finding]:
+    assert s.watts is not None
+    if not 0 <= s.watts <= max_w:
+        return [(Status.ERROR, f"{s.label}: {s.watts:g} W is implausible for one power "
+                               f"supply's input (0 to {max_w:g} W): unusable evidence")]
+    out: list[Finding] = []
+    if s.status in _CRITICAL:
+        out.append((Status.FAIL, f"{s.label}: {s.watts:g} W is beyond the BMC's critical "
+                                 f"threshold (status {s.status})"))
+    elif s.status in _NONCRITICAL:
+        out.append((Status.WARN, f"{s.label}: {s.watts:g} W is beyond the BMC's non-critical "
+                                 f"threshold (status {s.status})"))
+    elif s.status not in ("ok", ""):
+        out.append((Status.ERROR, f"{s.label}: status {s.status!r} for a reading of "
+                                  f"{s.watts:g} W: cannot be judged"))
+    if threshold is not None:
+        j = compare(s.watts, threshold, f"{s.label} input power")
+        if j.status is not Status.PASS:
+            out.append((j.status, j.message))
+    return out
 
 
 def judge_psu_ipmi(sdr: IpmiSdr, params: PsuIpmiParams, thresholds: Mapping[str, Threshold],
                    hardware: Hardware) -> Judgement:
+    """Exactly ``hardware.psu.count`` PSU status sensors, each listed once and every one
+    positively healthy (allow-lists above): a supply the profile does not count is foreign
+    hardware, a failure like a missing one. Redundancy, Power Unit and input power sensors
+    without findings. The worst finding decides; all of them are listed."""
     assert hardware.psu is not None  # applies() skips profiles without PSUs
     want = hardware.psu.count
     want_redundancy = hardware.psu.redundancy != "none"
+    max_w = MAX_PSU_INPUT_W if hardware.psu.watts_each is None \
+        else hardware.psu.watts_each * INPUT_OVER_RATING
     sensors = psu_sensors(sdr)
-    fails: list[str] = []
-    warns: list[str] = []
+    findings: list[Finding] = []
+    labels = [s.label for _, s in sensors]
+    for label in dict.fromkeys(x for x in labels if labels.count(x) > 1):
+        findings.append((Status.ERROR, f"{label} is listed {labels.count(label)} times: "
+                                       "duplicated output, the PSUs cannot be counted"))
+    healthy = []
     for kind, s in sensors:
-        f, w = _sensor_findings(kind, s, want_redundancy, thresholds.get("input_power"))
-        fails += f
-        warns += w
-    status_sensors = [s for k, s in sensors if k == "psu"]
-    if len(status_sensors) < want:
-        names = ", ".join(s.label for s in status_sensors) or "none"
-        fails.insert(0, f"{len(status_sensors)} PSU status sensor(s) ({names}), expected "
-                        f">= {want}")
+        f = _sensor_findings(kind, s, want_redundancy, thresholds.get("input_power"), max_w)
+        findings += f
+        if kind == "psu" and not any(st >= Status.FAIL for st, _ in f):
+            healthy.append(s.label)
+    status_sensors = list(dict.fromkeys(s.label for k, s in sensors if k == "psu"))
+    if len(status_sensors) != want:
+        names = ", ".join(status_sensors) or "none"
+        findings.insert(0, (Status.FAIL, f"{len(status_sensors)} PSU status sensor(s) "
+                                         f"({names}), the profile expects {want}"))
     watts = [s.watts for k, s in sensors if k == "power" and s.watts is not None]
     details: dict[str, float | str] = {
-        "psu_sensors": ", ".join(s.label for s in status_sensors),
+        "psu_sensors": ", ".join(status_sensors),
         "redundancy_sensors": ", ".join(s.label for k, s in sensors if k == "redundancy"),
     }
     if watts:
         details["input_power_max_w"] = max(watts)
-    expected = f">= {want} PSUs present without fault, redundancy {hardware.psu.redundancy}"
-    measured = float(len(status_sensors))
-    if fails:
-        return Judgement(Status.FAIL, "; ".join(fails + warns), measured, "PSUs", expected,
-                         details=details)
-    if warns:
-        return Judgement(Status.WARN, "; ".join(warns), measured, "PSUs", expected,
+    expected = f"{want} PSUs present without fault, redundancy {hardware.psu.redundancy}"
+    measured = float(len(dict.fromkeys(healthy)))
+    status = verdict(findings)
+    if status > Status.PASS:
+        return Judgement(status, message(findings), measured, "PSUs", expected,
                          details=details)
     return Judgement(Status.PASS, f"{len(status_sensors)} PSU(s) present without fault "
                      f"({details['psu_sensors']})", measured, "PSUs", expected,
@@ -167,10 +288,34 @@ def _psu_applies(hw: Hardware) -> str | None:
     return None if hw.psu is not None else "the profile expects no PSUs (hardware.psu unset)"
 
 
+_WWID = r"^[A-Za-z0-9._:-]{1,128}$"
+
+
 class MultipathParams(BaseModel):
+    """Which LUNs the node must see: their WWIDs (best: a missing or foreign LUN is named)
+    or at least how many. ``hardware.storage`` says only the paths per LUN, so without one
+    of these a LUN whose whole map is gone could not be noticed: the judge then errors."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    wwids: list[str] = Field(default_factory=list,
+                             description="WWIDs of the LUNs every node must have mapped")
+    lun_count: int | None = Field(default=None, ge=1, description="how many LUNs (maps) "
+                                  "every node must have, when their WWIDs vary per node")
     timeout_s: int = Field(default=60, ge=5)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MultipathParams:
+        bad = [w for w in self.wwids if not re.match(_WWID, w)]
+        if bad:
+            raise ValueError(f"not multipath WWIDs: {bad}")
+        twice = sorted({w for w in self.wwids if self.wwids.count(w) > 1})
+        if twice:
+            raise ValueError(f"WWIDs listed twice: {twice}")
+        if self.wwids and self.lun_count is not None and self.lun_count != len(self.wwids):
+            raise ValueError(f"lun_count {self.lun_count} differs from the {len(self.wwids)} "
+                             "WWIDs listed")
+        return self
 
 
 def multipath_command(params: MultipathParams, hostvars: Mapping[str, Any]) -> list[str]:
@@ -179,13 +324,32 @@ def multipath_command(params: MultipathParams, hostvars: Mapping[str, Any]) -> l
 
 def judge_multipath(topo: MultipathTopology, params: MultipathParams,
                     thresholds: Mapping[str, Threshold], hardware: Hardware) -> Judgement:
+    """Every expected LUN (``params.wwids``, or ``params.lun_count`` of them) has a map,
+    no map is foreign, and every map has >= ``multipath_paths_per_lun`` healthy paths and
+    none unhealthy. A path or map listed twice is refused by the parser."""
     assert hardware.storage is not None and hardware.storage.multipath_paths_per_lun
     want = hardware.storage.multipath_paths_per_lun
-    expected = f">= {want} active/ready paths per LUN, none failed"
+    luns = f"LUNs {', '.join(params.wwids)}" if params.wwids else \
+        f"{params.lun_count} LUNs" if params.lun_count else "the expected LUNs"
+    expected = f"{luns}, each with >= {want} active/ready paths, none failed"
+    details: dict[str, float | str] = {"maps": len(topo.maps)}
+    if not params.wwids and params.lun_count is None:
+        return Judgement(Status.ERROR, "the profile does not say which LUNs to expect (set "
+                         "checks.redundancy.multipath.params.wwids or lun_count): a LUN "
+                         "whose whole map is gone could not be noticed", expected=expected,
+                         details=details)
     if not topo.maps:
-        return Judgement(Status.FAIL, f"no multipath map, expected LUNs with {want} paths "
-                         "each", 0.0, "paths", expected)
+        return Judgement(Status.FAIL, f"no multipath map, expected {luns} with {want} paths "
+                         "each", 0.0, "paths", expected, details=details)
     fails: list[str] = []
+    if params.wwids:
+        found = {m.wwid for m in topo.maps}
+        fails += [f"LUN {w}: no multipath map" for w in params.wwids if w not in found]
+        fails += [f"{m.name} ({m.wwid}): not an expected LUN" for m in topo.maps
+                  if m.wwid not in params.wwids]
+    elif params.lun_count is not None and len(topo.maps) != params.lun_count:
+        fails.append(f"{len(topo.maps)} multipath map(s) "
+                     f"({', '.join(m.name for m in topo.maps)}), expected {params.lun_count}")
     for m in topo.maps:
         good = [p for p in m.paths if p.healthy]
         bad = [f"{p.device} ({p.hctl}) {p.dm_state} {p.path_state} {p.online_state}".rstrip()
@@ -194,7 +358,6 @@ def judge_multipath(topo: MultipathTopology, params: MultipathParams,
             fails.append(f"{m.name} ({m.wwid}): {len(good)}/{want} healthy paths"
                          + (f", not healthy: {', '.join(bad)}" if bad else ""))
     least = float(min(sum(p.healthy for p in m.paths) for m in topo.maps))
-    details: dict[str, float | str] = {"maps": len(topo.maps)}
     if fails:
         return Judgement(Status.FAIL, "; ".join(fails), least, "paths", expected,
                          details=details)
@@ -259,6 +422,10 @@ def judge_bonding(report: BondingReport, params: BondingParams,
             elif not s.mii_up:
                 fails.append(f"{want.name}: member {member} MII status {s.mii_status or '?'} "
                              f"(link failures {s.link_failure_count})")
+        foreign = [x for x in slaves if x not in want.members]
+        if foreign:
+            fails.append(f"{want.name}: {', '.join(foreign)} enslaved but not an expected "
+                         f"member ({', '.join(want.members)})")
         if want.mode == "802.3ad" and bond.mode == "802.3ad":
             fails += _lacp_findings(want, bond)
     if fails:
@@ -306,7 +473,7 @@ CHECKS = (
         judge=judge_psu_ipmi,
         applies=_psu_applies,
         runs_on="control",
-        secret_env={"IPMI_PASSWORD": "rackgate_bmc_password"},
+        secret_var="rackgate_bmc_password",
     ),
     Check(
         name="redundancy.multipath",

@@ -88,6 +88,9 @@ def judge_affinity(m: TopoMatrix, params: AffinityParams, thresholds: Mapping[st
     if hw.gpu is not None and len(gpus) != hw.gpu.count:
         findings.append((Status.FAIL, f"the matrix shows {len(gpus)} GPUs, the profile "
                                       f"expects {hw.gpu.count}"))
+    elif hw.gpu is not None and sorted(gpus) != sorted(f"GPU{i}" for i in range(hw.gpu.count)):
+        findings.append((Status.FAIL, f"the matrix shows GPUs {', '.join(gpus)}, expected "
+                                      f"GPU0 to GPU{hw.gpu.count - 1}"))
     nics = [d.label for d in m.nics]
     if params.compute_nics:
         by_name = {m.nic_name(n): n for n in nics} | {n: n for n in nics}
@@ -143,6 +146,12 @@ class NvLinkParams(BaseModel):
     timeout_s: int = Field(default=60, ge=5)
 
 
+# nvidia-smi prints a link's signalling rate, a few percent above the nominal data rate
+# (26.562 vs 25 GB/s on NVLink 4); twice the nominal is a link of another generation, not
+# a reading of this one.
+NVLINK_PLAUSIBLE = 2.0
+
+
 def nominal_link_gb_s(hw: Hardware) -> float | None:
     """One direction, one link: nvlink_gb_s_per_gpu (both directions) / links / 2."""
     g = hw.gpu
@@ -184,6 +193,13 @@ def judge_nvlink(s: NvLinkStatus, params: NvLinkParams, thresholds: Mapping[str,
                                           f"expected {want}"))
         slow = [f"{lk.index} ({lk.speed_gb_s:g} GB/s)" for lk in active
                 if floor is not None and lk.speed_gb_s is not None and lk.speed_gb_s < floor]
+        fast = [f"{lk.index} ({lk.speed_gb_s:g} GB/s)" for lk in active
+                if nominal is not None and lk.speed_gb_s is not None
+                and lk.speed_gb_s > NVLINK_PLAUSIBLE * nominal]
+        if fast:
+            findings.append((Status.ERROR, f"GPU {g.index} links {', '.join(fast)} read above "
+                                           f"{NVLINK_PLAUSIBLE:g} x the nominal {nominal:g} "
+                                           "GB/s: implausible evidence"))
         if slow:
             findings.append((Status.FAIL, f"GPU {g.index} links {', '.join(slow)} are below "
                                           f"{floor:g} GB/s"))
@@ -219,6 +235,39 @@ def _gpu_text(gpus: tuple[int, ...]) -> str:
     return f"GPU {', '.join(map(str, gpus))}" if gpus else "the node"
 
 
+def _dcgm_coverage(d: DcgmDiag, hw: Hardware) -> list[tuple[Status, str]]:
+    """Expected: results for exactly GPUs 0..count-1 (DCGM numbers the GPUs as nvidia-smi
+    does), and each per-GPU test with one result for every one of them."""
+    if hw.gpu is None:
+        return []
+    want = set(range(hw.gpu.count))
+    seen = {g for r in d.results for g in r.gpus}
+    if not seen:
+        return [(Status.ERROR, f"no DCGM result names a GPU: no evidence that the "
+                               f"{hw.gpu.count} GPUs were tested")]
+    out: list[tuple[Status, str]] = []
+    if seen - want:
+        out.append((Status.FAIL, f"DCGM reports GPUs {sorted(seen - want)}, which the profile's "
+                                 f"{hw.gpu.count} GPUs (0-{hw.gpu.count - 1}) do not include"))
+    if want - seen:
+        out.append((Status.FAIL, f"DCGM tested GPUs {sorted(seen & want)}, the profile expects "
+                                 f"{hw.gpu.count} (no result for {sorted(want - seen)})"))
+    tests: dict[tuple[str, str], list[int]] = {}
+    for r in d.results:
+        tests.setdefault((r.category, r.test), []).extend(r.gpus)
+    for (_, test), gpus in tests.items():
+        twice = sorted({g for g in gpus if gpus.count(g) > 1})
+        if twice:
+            out.append((Status.ERROR, f"{test} lists GPU {', '.join(map(str, twice))} in more "
+                                      "than one result (duplicated output?)"))
+        lacking = sorted(want & seen - set(gpus))
+        if gpus and lacking:
+            out.append((Status.ERROR, f"{test} has no result for GPU "
+                                      f"{', '.join(map(str, lacking))}: not every GPU was "
+                                      "tested"))
+    return out
+
+
 def judge_dcgm(d: DcgmDiag, params: DcgmDiagParams, thresholds: Mapping[str, Threshold],
                hw: Hardware) -> Judgement:
     findings: list[tuple[Status, str]] = []
@@ -231,10 +280,7 @@ def judge_dcgm(d: DcgmDiag, params: DcgmDiagParams, thresholds: Mapping[str, Thr
     if not passed and not any(s is Status.FAIL for s, _ in findings):
         findings.append((Status.ERROR, f"no DCGM test passed ({len(d.results)} results, all "
                                        "skipped): no evidence of health"))
-    seen = {g for r in d.results for g in r.gpus}
-    if hw.gpu is not None and seen and len(seen) < hw.gpu.count:
-        findings.append((Status.FAIL, f"DCGM tested GPUs {sorted(seen)}, the profile expects "
-                                      f"{hw.gpu.count}"))
+    findings += _dcgm_coverage(d, hw)
     if not d.complete and not any(s is Status.FAIL for s, _ in findings):
         findings.append((Status.ERROR, "the text table is cut before its end: no evidence "
                                        "that every test ran"))

@@ -74,7 +74,27 @@ class BondingReport:
 
 
 def _int(value: str) -> int | None:
-    return int(value) if value.isdigit() else None
+    """A decimal count, or None ("Unknown"); str.isdigit would accept '²', which int refuses."""
+    return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else None
+
+
+def _count(value: str, what: str, where: str) -> int:
+    """A count the judge reads (aggregator IDs, failure counts): ParseError unless decimal."""
+    n = _int(value)
+    if n is None:
+        raise ParseError(f"/proc/net/bonding: {where}: {what} {value[:40]!r} is not a count")
+    return n
+
+
+def _speed(value: str, where: str) -> int | None:
+    """'100000 Mbps', or None for 'Unknown' (a link that is down); ParseError otherwise."""
+    if value.lower() in ("", "unknown"):
+        return None
+    m = re.fullmatch(r"([0-9]{1,9}) ?Mbps", value)
+    if m is None:
+        raise ParseError(f"/proc/net/bonding: {where}: Speed {value[:40]!r} is not 'N Mbps' "
+                         "or 'Unknown'")
+    return int(m.group(1))
 
 
 def _bond(name: str, lines: list[str], where: str) -> Bond | None:
@@ -82,6 +102,7 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
     slaves: list[BondSlave] = []
     slave: BondSlave | None = None
     section = ""  # "", "aggregator", "actor", "partner"
+    seen: set[tuple[int, str, str]] = set()  # (block, section, key): each key once per block
     for raw in lines:
         if not raw.strip():
             continue
@@ -102,6 +123,14 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
             slave = BondSlave(value, "", None, None, None, None, None)
             section = ""
             continue
+        block = len(slaves) if slave is not None else -1
+        if slave is None and not (section == "aggregator" and raw.startswith(("\t", " "))):
+            section = ""
+        if (block, section, key) in seen:
+            raise ParseError(f"/proc/net/bonding: {where}: {m.group(1)!r} given twice in "
+                             f"{f'slave {slave.interface}' if slave else 'the bond'}'s block "
+                             "(duplicated output?)")
+        seen.add((block, section, key))
         if slave is None:
             if section == "aggregator" and raw.startswith(("\t", " ")):
                 fields.setdefault(f"aggregator {key}", value)
@@ -116,15 +145,20 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
         elif key == "mii status":
             slave = replace(slave, mii_status=value.lower())
         elif key == "speed":
-            slave = replace(slave, speed_mbps=_int(value.split()[0]) if value else None)
+            slave = replace(slave, speed_mbps=_speed(value, where))
         elif key == "duplex":
             slave = replace(slave, duplex=None if value.lower() in ("", "unknown") else value)
         elif key == "link failure count":
-            slave = replace(slave, link_failure_count=_int(value))
+            slave = replace(slave, link_failure_count=_count(value, "Link Failure Count", where))
         elif key == "aggregator id":
-            slave = replace(slave, aggregator_id=_int(value))
+            slave = replace(slave, aggregator_id=_count(value, "Aggregator ID", where))
     if slave is not None:
         slaves.append(slave)
+    names = [x.interface for x in slaves]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ParseError(f"/proc/net/bonding: {where} lists slave {', '.join(twice)} twice "
+                         "(duplicated output?)")
     if "bonding mode" not in fields:
         if not fields and not slaves:
             return None
@@ -135,7 +169,8 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
         name=name, mode=MODES.get(mode_text.lower(), mode_text), mode_text=mode_text,
         mii_status=fields.get("mii status", "").lower(),
         active_slave=fields.get("currently active slave") or None,
-        active_aggregator_id=_int(fields.get("aggregator aggregator id", "")),
+        active_aggregator_id=_count(fields["aggregator aggregator id"], "Aggregator ID", where)
+        if "aggregator aggregator id" in fields else None,
         partner_mac=partner.lower() if partner else None,
         slaves=tuple(slaves),
     )
@@ -153,7 +188,7 @@ def parse_bonding(text: str) -> BondingReport:
         else:
             lines.append(line)
     sections.append((name, lines))
-    bonds = []
+    bonds: list[Bond] = []
     for bond_name, body in sections:
         where = f"/proc/net/bonding/{bond_name}" if bond_name else "the bond"
         if "*" in bond_name:  # an unmatched shell glob: no bonding driver, no bond
@@ -165,5 +200,7 @@ def parse_bonding(text: str) -> BondingReport:
             if any(line.strip() for line in body):
                 raise ParseError("/proc/net/bonding: no 'Bonding Mode:' line in the output")
             continue
+        if any(b.name == bond.name for b in bonds):
+            raise ParseError(f"/proc/net/bonding: {where} appears twice (duplicated output?)")
         bonds.append(bond)
     return BondingReport(tuple(bonds))

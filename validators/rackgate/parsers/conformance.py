@@ -17,6 +17,7 @@ systemd-system.conf(5)), ``cmdline`` (/proc/cmdline), ``governors`` (the distinc
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rackgate.parsers import ParseError, key_value_lines
@@ -38,17 +39,18 @@ def parse_conformance(text: str) -> Conformance:
     values: dict[str, str] = {}
     services: dict[str, str] = {}
     for key, value in key_value_lines(text, "conformance probe"):
-        if key.startswith("service."):
-            services[key.removeprefix("service.")] = value
-        else:
-            values[key] = value
+        target, name = (services, key.removeprefix("service.")) if key.startswith("service.") \
+            else (values, key)
+        if name in target:  # a repeated line is duplicated output, never a second answer
+            raise ParseError(f"conformance probe: {key!r} is given twice")
+        target[name] = value
     missing = [k for k in _REQUIRED if k not in values]
     if missing:
         raise ParseError(f"conformance probe: no {', '.join(missing)} line(s) (truncated "
                          "output, or not the rackgate conformance probe?)")
     acs = values["acs_enabled_bridges"]
-    if acs != "unknown" and not acs.isdigit():
-        raise ParseError(f"conformance probe: acs_enabled_bridges is {acs!r}, not a count")
+    if acs != "unknown" and not re.fullmatch(r"[0-9]{1,9}", acs):  # isdigit() takes '²'
+        raise ParseError(f"conformance probe: acs_enabled_bridges is {acs[:40]!r}, not a count")
     return Conformance(
         modules=frozenset(m for m in values["modules"].split(",") if m),
         services=services,

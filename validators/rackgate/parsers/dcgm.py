@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.strict_json import decode
 
 DiagStatus = Literal["pass", "fail", "warn", "skip"]
 _STATUS: dict[str, DiagStatus] = {"pass": "pass", "fail": "fail", "warn": "warn",
@@ -85,11 +86,11 @@ def _gpus(result: dict[str, Any], where: str) -> tuple[int, ...]:
     if isinstance(ids, int) and not isinstance(ids, bool):
         return (ids,)
     if isinstance(ids, str) and ids.strip():
-        try:
-            return tuple(int(x) for x in ids.split(","))
-        except ValueError:
-            raise ParseError(f"{JSON_FORMAT}: {where}.gpu_ids is {ids!r}, not a list of GPU "
-                             "indices") from None
+        parts = [x.strip() for x in ids.split(",")]
+        if not all(re.fullmatch(r"[0-9]{1,4}", x) for x in parts):
+            raise ParseError(f"{JSON_FORMAT}: {where}.gpu_ids is {ids[:60]!r}, not a list of "
+                             "GPU indices")
+        return tuple(int(x) for x in parts)
     entity = result.get("entity_id")
     group = str(result.get("entity_group", "GPU"))
     if isinstance(entity, int) and not isinstance(entity, bool) and group.upper() == "GPU":
@@ -136,8 +137,8 @@ def _parse_json(doc: Any) -> DcgmDiag:
 
 _ROW = re.compile(r"^\|(.*?)\|(.*?)\|?\s*$")
 _CATEGORY = re.compile(r"^\|-+\s+(.+?)\s+-+\+")
-_RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\b(?:\s*-\s*GPUs?:\s*([0-9,\s]+))?\s*$",
-                     re.IGNORECASE)
+_RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\b"
+                     r"(?:\s*-\s*GPUs?:\s*([0-9,\s]{1,200}))?\s*$", re.IGNORECASE)
 _MESSAGES = {"warning", "error", "info"}
 
 
@@ -154,7 +155,7 @@ def _parse_text(text: str) -> DcgmDiag:
         if message is None:
             return
         words = "".join(message).strip()
-        gpu = re.search(r"\bGPU ([0-9]+)\b", words)
+        gpu = re.search(r"\bGPU ([0-9]{1,4})\b", words)
         gpus = (int(gpu.group(1)),) if gpu else ()
         if kind == "error":  # an Error row is a failure of the test (or category) above it
             results.append(DiagResult(category, test or category, gpus, "fail",
@@ -200,7 +201,11 @@ def _parse_text(text: str) -> DcgmDiag:
                                  "'Pass', 'Fail', 'Warn' or 'Skip' [- GPUs: n, ...]")
             test = left or test
             ids = res.group(2)
-            gpus = tuple(int(x) for x in ids.replace(" ", "").split(",") if x) if ids else ()
+            parts = [x for x in re.split(r"[,\s]+", ids) if x] if ids else []
+            if any(len(x) > 4 for x in parts):
+                raise ParseError(f"{TEXT_FORMAT}: GPU list {ids.strip()[:40]!r} of "
+                                 f"{left or test!r} is not a list of GPU indices")
+            gpus = tuple(int(x) for x in parts)
             results.append(DiagResult(category, test, gpus,
                                       _status(res.group(1), test, TEXT_FORMAT)))
     flush()
@@ -215,11 +220,10 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
     if not stripped:
         raise ParseError(f"{JSON_FORMAT}: the output is empty")
     if stripped.startswith("{"):
-        try:
-            doc = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise ParseError(f"{JSON_FORMAT}: not valid JSON at line {exc.lineno} column "
-                             f"{exc.colno}: {exc.msg} (truncated output?)") from exc
+        doc, end = decode(stripped, JSON_FORMAT)
+        if stripped[end:].strip():
+            raise ParseError(f"{JSON_FORMAT}: text after the JSON object: "
+                             f"{stripped[end:].strip()[:40]!r}")
         return _parse_json(doc)
     if stripped.startswith(("|", "+")):
         return _parse_text(stripped)

@@ -9,6 +9,9 @@ the corpus) and, before 3.0, ``clat`` in usec.
 
 Real output is often preceded by text on the same stream (fio's own notes or warnings,
 an ``srun`` prefix): everything before the first line that starts with ``{`` is ignored.
+The figures read must be finite (``NaN``, ``Infinity``, ``1e400`` are ParseErrors naming the
+field), counts whole 64-bit numbers, and no field read may be given twice (fio itself
+repeats job options, which are not read).
 
 >>> run = parse_fio_json('{"fio version": "fio-3.33", "jobs": [{"jobname": "r", '
 ...     '"error": 0, "read": {"io_bytes": 1048576, "bw_bytes": 2097152, "iops": 2.0, '
@@ -19,11 +22,11 @@ an ``srun`` prefix): everything before the first line that starts with ``{`` is 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.strict_json import decode, field, finite
 
 _DIRECTIONS = ("read", "write", "trim")
 
@@ -65,66 +68,82 @@ def _json_start(text: str) -> int:
 
 
 def _number(obj: dict[str, Any], key: str, where: str) -> float:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParseError(f"fio JSON: {where}.{key} is missing or not a number "
-                         f"(got {value!r})")
-    return float(value)
+    """A finite number (NaN, Infinity and 1e400 are refused, naming the field)."""
+    return finite(field(obj, key, f"fio JSON: {where}"), f"fio JSON: {where}.{key}")
 
 
-def _p99_ns(direction: dict[str, Any]) -> float | None:
-    clat = direction.get("clat_ns")
-    scale = 1.0
+def _count(obj: dict[str, Any], key: str, where: str) -> int:
+    """A whole number that fits a 64-bit counter, as fio's are."""
+    value = _number(obj, key, where)
+    if not value.is_integer() or abs(value) >= 2.0**63:
+        raise ParseError(f"fio JSON: {where}.{key} is {value:g}, not a whole 64-bit count")
+    return int(value)
+
+
+def _p99_ns(direction: dict[str, Any], where: str) -> float | None:
+    w = f"fio JSON: {where}"
+    clat = field(direction, "clat_ns", w)
+    scale, name = 1.0, "clat_ns"
     if not isinstance(clat, dict):
-        clat, scale = direction.get("clat"), 1000.0  # fio < 3.0: usec
+        clat, scale, name = field(direction, "clat", w), 1000.0, "clat"  # fio < 3.0: usec
     if not isinstance(clat, dict):
         return None
-    percentiles = clat.get("percentile")
+    percentiles = field(clat, "percentile", f"{w}.{name}")
     if not isinstance(percentiles, dict):
         return None
-    for key, value in percentiles.items():
+    for key in percentiles:
         try:
-            if abs(float(key) - 99.0) < 1e-9 and isinstance(value, int | float):
-                return float(value) * scale
+            at_99 = abs(float(key) - 99.0) < 1e-9
         except ValueError:
             continue
+        if at_99:
+            w = f"fio JSON: {where}.{name}.percentile"
+            return finite(field(percentiles, key, w), f"{w}[{key!r}]") * scale
     return None
 
 
 def _direction(job: dict[str, Any], name: str, where: str) -> FioDirection | None:
-    d = job.get(name)
+    d = field(job, name, f"fio JSON: {where}")
     if d is None:
         return None
     if not isinstance(d, dict):
         raise ParseError(f"fio JSON: {where}.{name} is not an object")
     w = f"{where}.{name}"
+    for key in ("io_bytes", "bw_bytes", "bw", "iops", "runtime", "clat_ns", "clat"):
+        field(d, key, f"fio JSON: {w}")  # a repeated key is refused even where unread
     # "bw_bytes" (bytes/s) appeared in fio 3.x; fio 2.x and early 3.x (3.1 in the corpus)
     # report only "bw" in KiB/s, which is the same figure rounded to a KiB
     return FioDirection(
-        io_bytes=int(_number(d, "io_bytes", w)),
-        bw_bytes_per_s=int(_number(d, "bw_bytes", w)) if "bw_bytes" in d
-        else int(_number(d, "bw", w) * 1024),
+        io_bytes=_count(d, "io_bytes", w),
+        bw_bytes_per_s=_count(d, "bw_bytes", w) if "bw_bytes" in d
+        else _count(d, "bw", w) * 1024,
         iops=_number(d, "iops", w),
-        runtime_ms=int(_number(d, "runtime", w)),
-        clat_p99_ns=_p99_ns(d),
+        runtime_ms=_count(d, "runtime", w),
+        clat_p99_ns=_p99_ns(d, w),
     )
+
+
+def _errno(job: dict[str, Any], where: str) -> int:
+    """The job's errno: 0 or a positive int (os.strerror takes a C int)."""
+    if "error" not in job:
+        return 0
+    value = _count(job, "error", where)
+    if not 0 <= value < 2**31:
+        raise ParseError(f"fio JSON: {where}.error is {value}, not an errno")
+    return value
 
 
 def parse_fio_json(text: str) -> FioRun:
     """Parse fio's JSON output into a FioRun; raise ParseError on anything else."""
     if not text.strip():
         raise ParseError("fio JSON: the output is empty")
-    try:
-        doc, _ = json.JSONDecoder().raw_decode(text, _json_start(text))
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"fio JSON: not valid JSON at line {exc.lineno} column "
-                         f"{exc.colno}: {exc.msg} (truncated output?)") from exc
+    doc, _ = decode(text, "fio JSON", _json_start(text), unique_keys=False)
     if not isinstance(doc, dict):
         raise ParseError("fio JSON: the top level is not an object")
-    jobs = doc.get("jobs")
+    jobs = field(doc, "jobs", "fio JSON: the top level")
     if not isinstance(jobs, list) or not jobs:
         raise ParseError("fio JSON: 'jobs' is missing or empty")
-    version = str(doc.get("fio version", "unknown"))
+    version = str(field(doc, "fio version", "fio JSON: the top level") or "unknown")
     parsed = []
     for i, job in enumerate(jobs):
         if not isinstance(job, dict):
@@ -132,8 +151,8 @@ def parse_fio_json(text: str) -> FioRun:
         where = f"jobs[{i}]"
         directions = {n: _direction(job, n, where) for n in _DIRECTIONS}
         parsed.append(FioJob(
-            name=str(job.get("jobname", f"job{i}")),
-            error=int(_number(job, "error", where)) if "error" in job else 0,
+            name=str(field(job, "jobname", f"fio JSON: {where}") or f"job{i}"),
+            error=_errno(job, where),
             read=directions["read"], write=directions["write"], trim=directions["trim"],
         ))
     return FioRun(version=version, jobs=tuple(parsed))

@@ -5,9 +5,9 @@ per field, reading DMI from sysfs (``/sys/class/dmi/id/*``, Linux ABI
 Documentation/ABI/testing/sysfs-class-dmi), ``uname -r`` and ``/etc/os-release``
 (os-release(5)). A field the host does not expose is printed with an empty value.
 
->>> ident = parse_identity("product_serial=ABC123\\nkernel=6.1.0-18-amd64\\n")
->>> ident.fields["product_serial"], ident.missing[:2]
-('ABC123', ('sys_vendor', 'product_name'))
+>>> ident = parse_identity("".join(f"{k}=\\n" for k in FIELDS[:-1]) + "machine_id=0a1b\\n")
+>>> ident.fields["machine_id"], ident.missing[:2]
+('0a1b', ('sys_vendor', 'product_name'))
 """
 
 from __future__ import annotations
@@ -30,8 +30,14 @@ class Identity:
 
 
 def parse_identity(text: str) -> Identity:
-    values = {k: v for k, v in key_value_lines(text, "identity probe") if k in FIELDS}
-    if "kernel" not in values:
-        raise ParseError("identity probe: no 'kernel=' line (truncated output, or not the "
-                         "rackgate identity probe?)")
+    pairs = [(k, v) for k, v in key_value_lines(text, "identity probe") if k in FIELDS]
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:  # a repeated line is duplicated output: which serial would be the node's?
+        raise ParseError(f"identity probe: {', '.join(twice)} given twice")
+    values = dict(pairs)
+    missing = [k for k in FIELDS if k not in values]
+    if missing:  # the probe prints every field, empty or not: a line short is a cut output
+        raise ParseError(f"identity probe: no {', '.join(repr(k + '=') for k in missing)} "
+                         "line (truncated output, or not the rackgate identity probe?)")
     return Identity({k: values.get(k, "") for k in FIELDS})

@@ -37,28 +37,46 @@ Windows line ends, trailing blanks and tabs-or-spaces indentation are all accept
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.strict_json import decode
 
 _HEADER = re.compile(r"^(CA|Switch|Router|iWARP RNIC|\?\?\?):? '([^']*)'$")
-_PORT = re.compile(r"^Port (\d+):$")
+_PORT = re.compile(r"^Port ([0-9]{1,4}):$")
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z ]*?):\s*(.*)$")
 _DIAG = re.compile(r"^(ibpanic|ibwarn|iberror|ibstat):", re.IGNORECASE)
+
+
+_DECIMAL = re.compile(r"^[0-9]{1,12}(?:\.[0-9]{1,12})?$")
+
+
+def _finite(text: str, what: str) -> float:
+    """A decimal as a float, refused unless finite (ParseError naming ``what``)."""
+    value = float(text) if _DECIMAL.match(text) else math.nan
+    if not math.isfinite(value):
+        raise ParseError(f"{what} {text[:40]!r} is not a finite number")
+    return value
 
 
 def _lines(text: str) -> list[str]:
     return [ln.rstrip() for ln in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
 
 
-def _int(value: str, what: str, lineno: int) -> int:
+def _int(value: str, what: str, lineno: int, limit: int = 0xFFFF) -> int:
+    """An integer field; LIDs are 16-bit and NumPorts 8-bit (IBA NodeInfo/PortInfo)."""
+    token = value.split()[0] if value.split() else ""
     try:
-        return int(value.split()[0], 0)
-    except (ValueError, IndexError):
-        raise ParseError(f"ibstat: line {lineno}: {what} {value!r} is not an integer") from None
+        n = int(token, 0) if len(token) <= 12 else -1
+    except ValueError:
+        n = -1
+    if not 0 <= n <= limit:
+        raise ParseError(f"ibstat: line {lineno}: {what} {value[:40]!r} is not an integer "
+                         f"0-{limit}")
+    return n
 
 
 # --------------------------------------------------------------------------- ibstat
@@ -117,12 +135,20 @@ class _CaBuilder:
         f = self.fields
         where = f"CA '{self.name}' (line {self.lineno})"
         ports = tuple(_build_port(n, ln, pf, where) for n, ln, pf in self.ports)
-        num = _int(f["Number of ports"], "Number of ports", self.lineno) \
+        num = _int(f["Number of ports"], "Number of ports", self.lineno, 255) \
             if "Number of ports" in f else len(ports)
+        listed = [p.number for p in ports]
+        twice = sorted({n for n in listed if listed.count(n) > 1})
+        if twice:
+            raise ParseError(f"ibstat: {where} lists port {', '.join(map(str, twice))} twice "
+                             "(duplicated output?)")
         numbers = {p.number for p in ports if p.number > 0}
         if len(numbers) < num:
             raise ParseError(f"ibstat: {where} declares {num} port(s) but lists "
                              f"{len(numbers)} (truncated output?)")
+        if any(n > num for n in numbers):
+            raise ParseError(f"ibstat: {where} declares {num} port(s) but lists port "
+                             f"{max(numbers)}")
         return IbCa(self.name, self.node_type, f.get(f"{self.node_type} type", ""), num,
                     f.get("Firmware version", ""), f.get("Hardware version", ""),
                     f.get("Node GUID", ""), f.get("System image GUID", ""), ports)
@@ -134,11 +160,10 @@ def _build_port(number: int, lineno: int, f: dict[str, str], where: str) -> IbPo
         raise ParseError(f"ibstat: {where} port {number} (line {lineno}) lacks "
                          f"{', '.join(missing)}")
     rate = f["Rate"].split()[0] if f["Rate"].split() else ""
-    try:
-        rate_gbps = float(rate)
-    except ValueError:
+    if not _DECIMAL.match(rate):  # float() would take 'nan', 'inf' and '1e400'
         raise ParseError(f"ibstat: {where} port {number}: Rate {f['Rate']!r} is not a "
-                         "number of Gb/s") from None
+                         "finite number of Gb/s")
+    rate_gbps = _finite(rate, f"ibstat: {where} port {number}: Rate")
     return IbPort(
         number=number, state=f["State"], physical_state=f["Physical state"],
         rate_gbps=rate_gbps, link_layer=f["Link layer"],
@@ -228,14 +253,20 @@ class IbvDevice:
 def _ibv_port(number: int, f: dict[str, str], hca: str) -> IbvPort:
     if "state" not in f or "link_layer" not in f:
         raise ParseError(f"ibv_devinfo: {hca} port {number} lacks state or link_layer")
-    width = re.match(r"(\d+)X", f.get("active_width", ""))
-    speed = re.match(r"([\d.]+)\s*Gbps", f.get("active_speed", ""))
-    mtu = re.match(r"(\d+)", f.get("active_mtu", ""))
+    width = re.match(r"(\d{1,3})X", f.get("active_width", ""))
+    speed = re.match(r"(\d{1,12}(?:\.\d{1,12})?)\s*Gbps", f.get("active_speed", ""))
+    mtu = re.match(r"(\d{1,9})", f.get("active_mtu", ""))
+    if not f["state"].split():
+        raise ParseError(f"ibv_devinfo: {hca} port {number}: empty state")
+    if speed is None and "Gbps" in f.get("active_speed", ""):
+        raise ParseError(f"ibv_devinfo: {hca} port {number}: active_speed "
+                         f"{f['active_speed'].split()[0][:40]!r} is not a number of Gbps")
     return IbvPort(number, f["state"].split()[0], f["link_layer"],
                    int(mtu.group(1)) if mtu else None,
-                   f["phys_state"].split()[0] if f.get("phys_state") else None,
+                   f["phys_state"].split()[0] if f.get("phys_state", "").split() else None,
                    int(width.group(1)) if width else None,
-                   float(speed.group(1)) if speed else None)
+                   _finite(speed.group(1), f"ibv_devinfo: {hca} port {number}: active_speed")
+                   if speed else None)
 
 
 def parse_ibv_devinfo(text: str) -> tuple[IbvDevice, ...]:
@@ -290,9 +321,10 @@ def ibstat_from_devinfo(devices: tuple[IbvDevice, ...]) -> IbStat:
 # --------------------------------------------------------------------------- iblinkinfo
 
 _LINK = re.compile(
-    r"^(?:(0x[0-9a-fA-F]+)\s+)?(\d+)\s+(\d+)\[[^\]]*\]\s+==\(\s*"
-    r"(?:(\d+)X\s+([\d.]+)\s+Gbps\s+)?([A-Za-z?]+)/\s*([A-Za-z?]+)\s*\)==>\s*(.*)$")
-_PEER = re.compile(r'^(?:(\d+)\s+(\d+)\[[^\]]*\]|\[[^\]]*\])\s+"([^"]*)"\s*\((.*)\)\s*$')
+    r"^(?:(0x[0-9a-fA-F]+)\s+)?([0-9]{1,9})\s+([0-9]{1,9})\[[^\]]*\]\s+==\(\s*"
+    r"(?:([0-9]{1,9})X\s+([\d.]+)\s+Gbps\s+)?([A-Za-z?]+)/\s*([A-Za-z?]+)\s*\)==>\s*(.*)$")
+_PEER = re.compile(r'^(?:([0-9]{1,9})\s+([0-9]{1,9})\[[^\]]*\]|\[[^\]]*\])\s+"([^"]*)"'
+                   r'\s*\((.*)\)\s*$')
 _LINK_HEADER = re.compile(r"^(CA|Switch|Router):\s+(?:(0x[0-9a-fA-F]+)\s+)?(.*?):?$")
 
 
@@ -333,7 +365,8 @@ def parse_iblinkinfo(text: str) -> tuple[IbLink, ...]:
             links.append(IbLink(
                 node, int(m.group(2)), int(m.group(3)),
                 int(m.group(4)) if m.group(4) else None,
-                float(m.group(5)) if m.group(5) else None, m.group(6), m.group(7),
+                _finite(m.group(5), f"iblinkinfo: line {lineno}: speed") if m.group(5)
+                else None, m.group(6), m.group(7),
                 int(peer.group(1)) if peer.group(1) else None,
                 int(peer.group(2)) if peer.group(2) else None, peer.group(3)))
             continue
@@ -350,7 +383,7 @@ def parse_iblinkinfo(text: str) -> tuple[IbLink, ...]:
 
 # --------------------------------------------------------------------------- dcb (iproute2)
 
-_SECTION = re.compile(r"^### rackgate-dcb dev=(\S+) what=(pfc|app) rc=(\d+)$")
+_SECTION = re.compile(r"^### rackgate-dcb dev=(\S+) what=(pfc|app) rc=([0-9]{1,3})$")
 
 
 @dataclass(frozen=True)
@@ -362,17 +395,17 @@ class DcbPort:
     """
 
     interface: str
-    pfc_priorities: tuple[int, ...] | None  # priorities with PFC on; None if dcb failed
-    dscp_prio: tuple[tuple[int, int], ...] | None  # None if dcb failed
+    pfc_priorities: tuple[int, ...] | None  # priorities with PFC on; None if not read
+    dscp_prio: tuple[tuple[int, int], ...] | None  # None if not read
     errors: tuple[str, ...]  # "pfc: <dcb's message>" for each failed query
+    sections: tuple[str, ...] = ()  # the sections given for it, in order ("pfc", "app")
 
 
 def _json_obj(body: str, where: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"dcb JSON: {where}: not valid JSON ({exc.msg} at line "
-                         f"{exc.lineno})") from None
+    fmt = f"dcb JSON: {where}"
+    doc, end = decode(body, fmt, len(body) - len(body.lstrip()))
+    if body[end:].strip():
+        raise ParseError(f"{fmt}: text after the JSON object: {body[end:].strip()[:40]!r}")
     if not isinstance(doc, dict):
         raise ParseError(f"dcb JSON: {where}: the top level is not an object")
     return doc
@@ -389,7 +422,7 @@ def parse_dcb_pfc(body: str, where: str = "dcb -j pfc show") -> tuple[int, ...]:
         raise ParseError(f"dcb JSON: {where}: 'prio_pfc' is missing or not an object")
     out = []
     for key, on in prio.items():
-        if not isinstance(on, bool) or not key.isdigit() or int(key) > 7:
+        if not isinstance(on, bool) or key not in tuple("01234567"):
             raise ParseError(f"dcb JSON: {where}: prio_pfc[{key!r}] = {on!r} is not a "
                              "priority 0-7 mapped to true/false")
         if on:
@@ -432,13 +465,16 @@ def parse_dcb_sections(text: str) -> tuple[DcbPort, ...]:
     by_if: dict[str, dict[str, Any]] = {}
     for dev, what, rc, body_lines in sections:
         body = "\n".join(body_lines).strip()
-        entry = by_if.setdefault(dev, {"pfc": None, "app": None, "errors": []})
+        entry = by_if.setdefault(dev, {"pfc": None, "app": None, "errors": [], "seen": []})
+        entry["seen"].append(what)
+        if what in entry["seen"][:-1]:
+            continue  # a repeated section is judged as such, never merged or replaced
         if rc != 0 or not body:
             entry["errors"].append(f"{what}: dcb exited {rc}: {body or '(no output)'}")
             continue
         where = f"dcb -j {what} show dev {dev}"
         entry[what] = parse_dcb_pfc(body, where) if what == "pfc" else parse_dcb_app(body, where)
-    return tuple(DcbPort(dev, e["pfc"], e["app"], tuple(e["errors"]))
+    return tuple(DcbPort(dev, e["pfc"], e["app"], tuple(e["errors"]), tuple(e["seen"]))
                  for dev, e in by_if.items())
 
 

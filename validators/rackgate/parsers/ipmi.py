@@ -4,12 +4,15 @@ Formats (ipmitool(1), commands ``sdr``, ``sdr elist``, ``sdr type``, ``sdr -v``;
 spec tables 42-2/42-3 for the discrete state offsets), all accepted in one text:
 
 * 3 columns, ``ipmitool sdr``: ``name | reading | status``. For a discrete sensor the
-  reading is ``0xNN``, the asserted state bits 0-7 (``PSU2 Status | 0x03 | ok`` is
-  "Presence detected" + "Failure detected"); for an analog one ``928 Watts``.
+  reading is ``0xNN``: Get Sensor Reading's byte 2, which some BMCs fill with the state
+  bits 0-7 (``PSU2 Status | 0x03 | ok`` is then "Presence detected" + "Failure
+  detected") and others leave 0x00 (IPMI leaves it unspecified for discrete sensors; the
+  judge therefore takes no health from it); for an analog one ``928 Watts``.
 * 5 columns, ``ipmitool sdr elist`` / ``sdr type "Power Supply"``:
   ``name | 02h | ok | 10.2 | Presence detected, Failure detected``: sensor number, status,
-  entity ID, then the asserted states as text (an analog value such as ``400 Watts`` may
-  lead the list).
+  entity ID, then the asserted states as text, joined with ", " (an analog value such as
+  ``400 Watts`` may lead the list; "AC out-of-range, but present" is one state: a part
+  that starts lower-case continues the one before).
 * ``-c`` CSV: ``name,02h,ok,10.2,states`` and, for analog sensors, ``name,928,Watts,ucr``.
 * Verbose blocks (``sdr -v``, ``sensor get``): ``Sensor ID : PSU2 Status (0x2)`` and the
   ``States Asserted`` list of ``[state]`` lines; a block adds its states to the listing
@@ -19,7 +22,8 @@ The status column is ipmitool's: ``ok``, ``ns`` (no reading), or the threshold a
 crossed (``nc``/``cr``/``nr``, ``unc``/``ucr``/``unr``, ``lnc``/``lcr``/``lnr``). It is
 ``ok`` for a discrete PSU sensor even when "Failure detected" is asserted (ipmitool issues
 176 and 318): judge discrete sensors from ``states`` or ``state_bits``, never ``status``.
-Other lines (a shell prompt, ``Loading IANA PEN Registry...``) are skipped.
+Other lines (a shell prompt, ``Loading IANA PEN Registry...``) are skipped. A reading in
+Watts that is no finite number (``nan Watts``, 400 digits) is a ParseError naming the sensor.
 
 >>> sdr = parse_ipmi_sdr("PSU2 Status | 02h | ok | 10.2 | Presence detected, Failure detected")
 >>> s = sdr.sensors[0]
@@ -29,6 +33,7 @@ Other lines (a shell prompt, ``Loading IANA PEN Registry...``) are skipped.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -50,6 +55,8 @@ _AUX_NAME = re.compile(r"fan|temp|therm|fault|volt|curr|\d+(\.\d+)?v\b|vco|rail|
 _SENSOR_NUMBER = re.compile(r"^([0-9a-f]{1,2})h$", re.I)
 _ENTITY = re.compile(r"^\d+\.\d+$")
 _WATTS = re.compile(r"^(-?\d+(?:\.\d+)?)\s*watts?$", re.I)
+_ANY_WATTS = re.compile(r"^(\S+)\s*watts?$", re.I)
+_NON_FINITE = re.compile(r"^[+-]?(nan|inf|infinity)$", re.I)
 _HEX = re.compile(r"^0x([0-9a-f]{1,4})$", re.I)
 _VERBOSE_ID = re.compile(r"^Sensor ID\s*:\s*(.*?)\s*(?:\(0x([0-9a-f]+)\))?\s*$", re.I)
 _VERBOSE_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ()]*?)\s*:\s*(.*)$")
@@ -82,13 +89,34 @@ class IpmiSdr:
     sensors: tuple[IpmiSensor, ...]
 
 
+def _watts(text: str, sensor: str) -> float:
+    """A finite number of Watts, or ParseError naming the sensor and the text."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ParseError(f"ipmitool sdr: sensor {sensor!r}: reading {text[:40]!r} is not a "
+                         "finite number of Watts")
+    return value
+
+
 def _reading(sensor: IpmiSensor, text: str) -> IpmiSensor:
     """Fill the reading fields from a 5-column state list such as '0 Watts, Presence detected'."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
+    parts: list[str] = []
+    for p in (p.strip() for p in text.split(",")):
+        # ipmitool joins the states with ", " and starts each with a capital; a part that
+        # starts lower-case continues the state before it ("AC out-of-range, but present")
+        if p and p[0].islower() and parts:
+            parts[-1] = f"{parts[-1]}, {p}"
+        elif p:
+            parts.append(p)
     watts = None
     if parts and (m := _WATTS.match(parts[0])):
-        watts = float(m.group(1))
+        watts = _watts(m.group(1), sensor.name)
         parts = parts[1:]
+    elif parts and (m := _ANY_WATTS.match(parts[0])):
+        _watts(m.group(1), sensor.name)  # raises: "nan Watts", "1e400 Watts" are no reading
     unreadable = any(p.lower() in ("no reading", "not readable", "disabled") for p in parts)
     states = tuple(p for p in parts if p.lower() not in ("no reading", "not readable"))
     return replace(sensor, watts=watts, states=states, readable=not unreadable)
@@ -105,7 +133,9 @@ def _line(line: str) -> IpmiSensor | None:
         if m := _HEX.match(reading):
             return replace(s, state_bits=int(m.group(1), 16))
         if m := _WATTS.match(reading):
-            return replace(s, watts=float(m.group(1)))
+            return replace(s, watts=_watts(m.group(1), name))
+        if m := _ANY_WATTS.match(reading):
+            _watts(m.group(1), name)  # raises: not a finite number of Watts
         low = reading.lower()
         return replace(s, readable=not (status.lower() == "ns" or "readable" in low
                                         or "no reading" in low or low == "disabled"))
@@ -119,10 +149,11 @@ def _line(line: str) -> IpmiSensor | None:
     if len(cols) == 4 and sep == "," and cols[0] and cols[3].lower() in STATUSES:
         s = IpmiSensor(name=cols[0], status=cols[3].lower())
         if cols[2].lower() in ("watts", "watt"):
-            try:
-                return replace(s, watts=float(cols[1]))
-            except ValueError:
-                return replace(s, readable=False)
+            if re.fullmatch(r"-?\d+(?:\.\d+)?", cols[1]):
+                return replace(s, watts=_watts(cols[1], cols[0]))
+            if _NON_FINITE.match(cols[1]):
+                _watts(cols[1], cols[0])  # raises: the reading is not a finite number
+            return replace(s, readable=False)
         return s
     return None
 
@@ -142,8 +173,9 @@ def _verbose(lines: list[str], start: int) -> tuple[IpmiSensor, int]:
                 s = replace(s, entity=value.split()[0] if value else None)
             elif key.startswith("sensor type"):
                 s = replace(s, sensor_type=re.sub(r"\s*\(0x[0-9a-f]+\)$", "", value, flags=re.I))
-            elif key == "sensor reading" and (w := re.match(r"(-?[\d.]+)\s.*watts", value, re.I)):
-                s = replace(s, watts=float(w.group(1)))
+            elif key == "sensor reading" and (
+                    w := re.match(r"(-?\d+(?:\.\d+)?)\s.*watts", value, re.I)):
+                s = replace(s, watts=_watts(w.group(1), name))
             elif key == "states asserted":
                 states = []
                 i += 1

@@ -8,7 +8,9 @@ rank's mean), ``algbw_gbps``, ``busbw_gbps`` (GB/s = 10^9 bytes/s) and ``wrong``
 elements that differ from the expected sum, over all ranks).
 
 Lines that are not JSON objects are ignored: srun ``--label`` prefixes (``0: ``) are
-stripped first, and MPI libraries print warnings on the same stream.
+stripped first, and MPI libraries print warnings on the same stream. Every figure must be
+finite and non-negative (``NaN``, ``Infinity`` and ``1e400`` are refused naming the line:
+a report must stay valid JSON), and the header's ``ranks`` must match its ``hosts``.
 
 >>> run = parse_mpi_allreduce('0: {"probe": "mpi_allreduce", "ranks": 2, "hosts": ["a", "b"], '
 ...     '"mpi": "Open MPI v4.1.4"}\\n0: {"bytes": 8, "iters": 5, "time_us": 4.0, '
@@ -20,6 +22,7 @@ stripped first, and MPI libraries print warnings on the same stream.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -49,27 +52,44 @@ class AllreduceRun:
     rows: tuple[AllreduceRow, ...]
 
 
-def _field(obj: dict[str, Any], key: str, kind: type, lineno: int) -> Any:
+def _field(obj: dict[str, Any], key: str, kind: type, lineno: int, minimum: float = 0) -> Any:
+    """``obj[key]`` as ``kind``: finite (never nan, inf or an overflow such as 1e400) and
+    at least ``minimum`` (no negative time, bandwidth, count or size)."""
     value = obj.get(key)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+        value = float(value) if abs(value) <= 1e300 else math.inf
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ParseError(f"line {lineno}: {key!r} should be a {kind.__name__}, got {value!r}")
+        raise ParseError(f"line {lineno}: {key!r} should be a {kind.__name__}, got "
+                         f"{str(value)[:40]!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParseError(f"line {lineno}: {key!r} {value!r} is not a finite number: no "
+                         "measurement")
+    if isinstance(value, int | float) and value < minimum:
+        raise ParseError(f"line {lineno}: {key!r} {value!r} is below {minimum:g}: not a "
+                         "measurement")
     return value
 
 
+def _json(line: str, lineno: int) -> Any:
+    try:
+        return json.loads(line)  # NaN and Infinity decode: the field readers refuse them
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"line {lineno}: not a complete JSON object ({exc}): "
+                         f"{line[:120]!r}") from None
+
+
 def parse_mpi_allreduce(text: str) -> AllreduceRun:
+    """The probe's header and one row per message size. Non-finite or negative figures,
+    a second header and a second row for one size (two runs in one output) are
+    ParseErrors naming the line."""
     header: dict[str, Any] | None = None
     rows: list[AllreduceRow] = []
+    seen: dict[int, int] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _LABEL.sub("", raw, count=1).strip()
         if not line.startswith("{"):
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise ParseError(f"line {lineno}: not a complete JSON object ({exc}): "
-                             f"{line[:120]!r}") from None
+        obj = _json(line, lineno)
         if not isinstance(obj, dict):
             continue
         if obj.get("probe") == "mpi_allreduce":
@@ -77,15 +97,23 @@ def parse_mpi_allreduce(text: str) -> AllreduceRun:
                 raise ParseError(f"line {lineno}: a second probe header (two runs in one "
                                  f"output?)")
             header = obj
+            _field(header, "ranks", int, lineno, minimum=1)
             continue
         if header is None:
             raise ParseError(f"line {lineno}: a size row before the probe header")
-        rows.append(AllreduceRow(
-            size_bytes=_field(obj, "bytes", int, lineno), iters=_field(obj, "iters", int, lineno),
+        row = AllreduceRow(
+            size_bytes=_field(obj, "bytes", int, lineno, minimum=1),
+            iters=_field(obj, "iters", int, lineno, minimum=1),
             time_us=_field(obj, "time_us", float, lineno),
             algbw_gbps=_field(obj, "algbw_gbps", float, lineno),
             busbw_gbps=_field(obj, "busbw_gbps", float, lineno),
-            wrong=_field(obj, "wrong", int, lineno)))
+            wrong=_field(obj, "wrong", int, lineno))
+        if row.size_bytes in seen:
+            raise ParseError(f"line {lineno}: a second row for {row.size_bytes} bytes (line "
+                             f"{seen[row.size_bytes]}): two runs in one output are not one "
+                             "measurement")
+        seen[row.size_bytes] = lineno
+        rows.append(row)
     if header is None:
         raise ParseError("no mpi_allreduce probe header: the MPI program did not start "
                          "(see the evidence's stderr)")
@@ -94,5 +122,9 @@ def parse_mpi_allreduce(text: str) -> AllreduceRun:
     hosts = header.get("hosts")
     if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
         raise ParseError(f"probe header: 'hosts' should be a list of names, got {hosts!r}")
-    return AllreduceRun(ranks=_field(header, "ranks", int, 0), hosts=tuple(hosts),
+    ranks = _field(header, "ranks", int, 0, minimum=1)
+    if ranks != len(hosts):
+        raise ParseError(f"probe header: {ranks} ranks but {len(hosts)} host names: the "
+                         "header does not describe one run")
+    return AllreduceRun(ranks=ranks, hosts=tuple(hosts),
                         mpi_library=str(header.get("mpi", "")), rows=tuple(rows))

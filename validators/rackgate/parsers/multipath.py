@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from rackgate.parsers import ParseError
 
 _MAP = re.compile(r"^(?P<name>[^\s|`\\]+)(?: \((?P<wwid>[^)]+)\))? (?P<dm>dm-\d+)(?: (?P<vp>.*))?$")
-_PATH = re.compile(r"(?P<hctl>\d+:\d+:\d+:\d+)\s+(?P<dev>\S+)\s+(?P<majmin>\d+:\d+)\s+"
-                   r"(?P<rest>.*)$")
+# H:C:T:L and major:minor are 32-bit numbers in the kernel: at most 10 digits each
+_PATH = re.compile(r"(?<![\w.+-])(?P<hctl>[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10})\s+"
+                   r"(?P<dev>\S+)\s+(?P<majmin>[0-9]{1,10}:[0-9]{1,10})\s+(?P<rest>.*)$")
 _GROUP = re.compile(r"(policy=|round-robin|service-time|queue-length|historical-service-time)")
-_PRIO = re.compile(r"prio=(-?\d+)")
+_PRIO = re.compile(r"prio=(-?[0-9]{1,9})(?![^\s\]])")
 _STATUS = re.compile(r"status=(\w+)|\[(active|enabled|disabled)\]")
 _DM_STATES = ("active", "failed")
 # multipath-tools checker states (libmultipath/checkers.c checker_state_names)
@@ -97,6 +98,11 @@ def _path(line: str, group: int, lineno: int) -> MultipathPath:
         raise ParseError(f"multipath -ll line {lineno}: path {m.group('dev')} has no path "
                          f"checker state (ready/faulty/ghost/...) in {line.strip()!r}")
     online = rest[len(state):].split()
+    if not online and "[" not in line:
+        # the current format always ends a path line with the online state (%o); only the
+        # old bracket form has none: without it the line was cut
+        raise ParseError(f"multipath -ll line {lineno}: path {m.group('dev')} has no online "
+                         f"state (running/offline/...) in {line.strip()!r} (truncated output?)")
     return MultipathPath(m.group("hctl"), m.group("dev"), m.group("majmin"), dm, state,
                          online[0] if online else "", group)
 
@@ -129,6 +135,9 @@ def parse_multipath_ll(text: str) -> MultipathTopology:
         elif _GROUP.search(line):
             policy = re.search(r"policy='([^']*)'", line)
             prio, status = _PRIO.search(line), _STATUS.search(line)
+            if prio is None and "prio=" in line:
+                raise ParseError(f"multipath -ll line {lineno}: prio is not an integer in "
+                                 f"{line.strip()[:80]!r}")
             groups.append(PathGroup(
                 policy=policy.group(1) if policy else line.strip(" |`-+\\_").split("[")[0]
                 .split(" prio")[0].strip(),
@@ -140,4 +149,17 @@ def parse_multipath_ll(text: str) -> MultipathTopology:
             raise ParseError(f"multipath -ll line {lineno}: not a map, path group or path "
                              f"line: {line.strip()[:80]!r}")
     close()
+    _unique(maps)
     return MultipathTopology(tuple(maps))
+
+
+def _unique(maps: list[MultipathMap]) -> None:
+    """A map or a path listed twice is duplicated output, never one more map or path."""
+    for what, values in (("map", [m.name for m in maps]), ("WWID", [m.wwid for m in maps]),
+                         ("dm device", [m.dm_device for m in maps]),
+                         ("path device", [p.device for m in maps for p in m.paths]),
+                         ("path H:C:T:L", [p.hctl for m in maps for p in m.paths])):
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise ParseError(f"multipath -ll: {what} {', '.join(twice)} listed twice "
+                             "(duplicated output?)")

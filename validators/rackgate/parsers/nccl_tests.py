@@ -26,7 +26,13 @@ Formats, from NVIDIA/nccl-tests ``src/common.cu`` and ``src/util.cu`` and its
   "device_hex", "device_info"}]}, "results": [{"size", "count", "type", "redop", "root",
   "out_of_place"/"in_place": {"time" (or "cpu_time"), "alg_bw", "bus_bw", "nwrong" (null
   when not validated)}}], "out_of_bounds": {"count", "okay"}, "average_bus_bandwidth":
-  {"bandwidth", "okay"}, "errors": [...]}``. nccl-tests writes ``"nan"`` as a string.
+  {"bandwidth", "okay"}, "errors": [...]}``. nccl-tests writes ``"nan"`` as a string where
+  it measured nothing: that, ``NaN``/``Infinity`` and overflowing numbers are refused.
+
+Every figure must be a finite number (``nan``, ``inf``, ``1e400`` are ParseErrors naming
+the field and line) and times, bandwidths and counts non-negative. A run prints each size
+row, each rank, its configuration line, its column header and its summary lines once: a
+second one (two runs concatenated) is a ParseError, never extra evidence.
 
 Launchers' line labels are removed: ``srun --label`` (``0: ``) and Open MPI
 ``--tag-output`` (``[1,0]<stdout>:``); rows from more than one task are refused (each task
@@ -53,6 +59,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -165,12 +172,21 @@ def _strip_label(line: str) -> tuple[str | None, str]:
     return None, s
 
 
-def _number(tok: str, what: str, n: int, raw: str) -> float:
+def _number(tok: str, what: str, n: int, raw: str, negative: bool = False) -> float:
+    """A finite number (never nan, inf or an overflow such as 1e400), >= 0 unless
+    ``negative``: nccl-tests prints no other times, bandwidths or counts."""
     try:
-        return float(tok)
+        value = float(tok)
     except ValueError:
         raise ParseError(f"nccl-tests: line {n}: {what} {tok!r} is not a number "
                          f"(expected a size row: {raw.strip()[:100]!r})") from None
+    if not math.isfinite(value):
+        raise ParseError(f"nccl-tests: line {n}: {what} {tok!r} is not a finite number: "
+                         f"no measurement ({raw.strip()[:100]!r})")
+    if value < 0 and not negative:
+        raise ParseError(f"nccl-tests: line {n}: {what} {tok!r} is negative: not a "
+                         f"measurement ({raw.strip()[:100]!r})")
+    return value
 
 
 def _integer(tok: str, what: str, n: int, raw: str) -> int:
@@ -223,7 +239,8 @@ def _side(vals: list[str], lay: _Layout, n: int, raw: str, where: str) -> NcclMe
     wrong: int | None = None
     max_error: float | None = None
     if err_tok != "N/A":
-        value = _number(err_tok, f"{where} {lay.err_name}", n, raw)
+        value = _number(err_tok, f"{where} {lay.err_name}", n, raw,
+                        negative=lay.err_name == "error")
         if lay.err_name == "error":
             max_error = value
         elif value < 0 or value != int(value):
@@ -264,6 +281,27 @@ def _row(text: str, lay: _Layout, n: int) -> NcclRow:
         in_place=_side(vals[lay.width:], lay, n, text, "in-place"), line=n)
 
 
+def _refuse_duplicates(rows: list[NcclRow], ranks: list[NcclRank]) -> None:
+    """One run prints each size row (size, type, redop, root) once and each rank once.
+
+    Size 0 may repeat: nccl-tests rounds the element count down to a multiple of the
+    ranks, so the smallest sizes of a sweep all print as 0 B (8 GPUs: 8, 16, 32 B). For a
+    step of 2 or more no two sizes above 0 round to the same one.
+    """
+    seen: dict[tuple[int, str, str, int | None], int] = {}
+    for r in (r for r in rows if r.size_bytes > 0):
+        key = (r.size_bytes, r.type, r.redop, r.root)
+        if key in seen:
+            where = f"lines {seen[key]} and {r.line}" if r.line else "two results"
+            raise ParseError(f"nccl-tests: two rows for {r.size_bytes} B {r.type} ({where}): "
+                             "two runs in one output are not one measurement")
+        seen[key] = r.line
+    twice = sorted(k for k, c in Counter(k.rank for k in ranks).items() if c > 1)
+    if twice:
+        raise ParseError(f"nccl-tests: rank(s) {', '.join(map(str, twice[:5]))} listed twice in "
+                         "the '#  Rank' device lines: two runs in one output?")
+
+
 def _parse_text(text: str) -> NcclTestsRun:
     facts: dict[str, Any] = {}
     rows: list[NcclRow] = []
@@ -274,6 +312,7 @@ def _parse_text(text: str) -> NcclTestsRun:
     errors: list[str] = []
     layout: _Layout | None = None
     in_table = elided = False
+    once: dict[str, list[int]] = {}  # lines that a run prints once: a second one is a second run
     for n, raw in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
         label, line = _strip_label(raw)
         if label is not None:
@@ -300,6 +339,7 @@ def _parse_text(text: str) -> NcclTestsRun:
             names = {t.lstrip("#") for t in tokens}
             if {"size", "count", "busbw"} <= names:
                 layout, in_table = _layout(tokens, n), True
+                once.setdefault("column header", []).append(n)
             elif m := _RANK.match(line):
                 ranks.append(NcclRank(int(m.group(1)), int(m.group(2)) if m.group(2) else None,
                                       int(m.group(3)), m.group(4), int(m.group(5)), m.group(6),
@@ -311,12 +351,15 @@ def _parse_text(text: str) -> NcclTestsRun:
             elif m := _PROGRAM.match(line):
                 facts["program"] = m.group(1)
             elif line.lstrip("# ").startswith("nThread"):
+                once.setdefault("'# nThread' configuration line", []).append(n)
                 for key, pattern in _CONFIG.items():
                     if c := re.search(pattern, line):
                         facts[key] = int(c.group(1))
             elif m := _OOB.match(line):
                 facts["out_of_bounds"], in_table = int(m.group(1)), False
+                once.setdefault("'Out of bounds values' summary line", []).append(n)
             elif m := _AVG.match(line):
+                once.setdefault("'Avg bus bandwidth' summary line", []).append(n)
                 facts["avg_busbw_gbps"] = _number(m.group(1), "Avg bus bandwidth", n, line)
                 in_table = False
             elif m := _ERROR.match(line):
@@ -334,6 +377,12 @@ def _parse_text(text: str) -> NcclTestsRun:
         raise ParseError(f"nccl-tests: size rows from {len(row_labels)} tasks "
                          f"({', '.join(k or '(no label)' for k in row_labels)}): each task ran "
                          "its own test (nccl-tests built without MPI?); judge one task's output")
+    for what, lines in once.items():
+        if len(lines) > 1:
+            raise ParseError(f"nccl-tests: {what} printed {len(lines)} times (lines "
+                             f"{', '.join(map(str, lines[:5]))}): two runs in one output are "
+                             "not one measurement")
+    _refuse_duplicates(rows, ranks)
     if not rows:
         why = (errors + warnings)[:1]
         raise ParseError("nccl-tests: no size rows (no line of size, count, type, ... busbw)"
@@ -346,24 +395,54 @@ def _parse_text(text: str) -> NcclTestsRun:
 
 
 def _merge_results(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """JSON object hook: nccl-tests opens a new "results" list per test it runs (-d all)."""
+    """JSON object hook: nccl-tests opens a new "results" list per test it runs (-d all).
+    A key given twice in a size row or one of its sides would silently replace a figure
+    (a duplicated line): refused."""
     out: dict[str, Any] = {}
+    twice = []
     for key, value in pairs:
         if key == "results" and isinstance(out.get(key), list) and isinstance(value, list):
             out[key] = out[key] + value
         else:
+            if key in out:
+                twice.append(key)
             out[key] = value
+    if twice and _MEASURED_KEYS & out.keys():
+        raise ParseError(f"nccl-tests JSON: key(s) {', '.join(map(repr, twice))} appear twice "
+                         "in one result object (duplicated output?)")
     return out
 
 
-def _jfloat(obj: dict[str, Any], key: str, where: str) -> float:
+_MEASURED_KEYS = frozenset({"size", "count", "bus_bw", "alg_bw", "time", "cpu_time", "nwrong"})
+
+
+def _jfloat(obj: dict[str, Any], key: str, where: str, negative: bool = False) -> float:
     value = obj.get(key)
-    if value == "nan":
-        return math.nan
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"nccl-tests JSON: {where}.{key} is missing or not a number "
-                         f"(got {value!r})")
+                         f"(got {str(value)[:40]!r}; nccl-tests writes \"nan\" where it "
+                         "measured nothing)")
+    if isinstance(value, int) and abs(value) > 1e300:
+        value = math.inf  # an integer beyond any float: no figure
+    if not math.isfinite(value):
+        raise ParseError(f"nccl-tests JSON: {where}.{key} {str(value)[:40]} is not a finite "
+                         "number")
+    if value < 0 and not negative:
+        raise ParseError(f"nccl-tests JSON: {where}.{key} {value!r} is negative: not a "
+                         "measurement")
     return float(value)
+
+
+def _jint(value: Any, where: str, default: int | None = None) -> int:
+    """An integer field: an int, or an integral float (JSON has one number type)."""
+    if value is None and default is not None:
+        return default
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,20}", value.strip()):
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            (isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
+        raise ParseError(f"nccl-tests JSON: {where} is not an integer (got {value!r})")
+    return int(value)
 
 
 def _jside(row: dict[str, Any], key: str, where: str) -> NcclMeasurement | None:
@@ -375,6 +454,7 @@ def _jside(row: dict[str, Any], key: str, where: str) -> NcclMeasurement | None:
     w = f"{where}.{key}"
     nwrong = side.get("nwrong")
     if nwrong is not None and (isinstance(nwrong, bool) or not isinstance(nwrong, int | float)
+                               or (isinstance(nwrong, float) and not math.isfinite(nwrong))
                                or nwrong < 0 or nwrong != int(nwrong)):
         raise ParseError(f"nccl-tests JSON: {w}.nwrong is not a count (got {nwrong!r})")
     return NcclMeasurement(
@@ -383,12 +463,27 @@ def _jside(row: dict[str, Any], key: str, where: str) -> NcclMeasurement | None:
         wrong=None if nwrong is None else int(nwrong))
 
 
+def _jrank(d: dict[str, Any], i: int) -> NcclRank:
+    where = f"config.devices[{i}]"
+    group = d.get("group")
+    return NcclRank(_jint(d.get("rank"), f"{where}.rank"),
+                    None if group is None else _jint(group, f"{where}.group"),
+                    _jint(d.get("pid"), f"{where}.pid", 0), str(d.get("hostname", "")),
+                    _jint(d.get("device"), f"{where}.device", -1),
+                    str(d.get("device_hex", "")), str(d.get("device_info", "")))
+
+
 def _parse_json(text: str) -> NcclTestsRun:
     try:
+        # NaN and Infinity decode (Python's json): _jfloat refuses them naming the field
         doc = json.loads(text, object_pairs_hook=_merge_results)
     except json.JSONDecodeError as exc:
         raise ParseError(f"nccl-tests JSON: not valid JSON at line {exc.lineno} column "
                          f"{exc.colno}: {exc.msg} (truncated file: did the run finish?)") from exc
+    except RecursionError:
+        raise ParseError("nccl-tests JSON: nested too deeply to be nccl-tests output") from None
+    except ValueError as exc:  # an integer longer than Python converts
+        raise ParseError(f"nccl-tests JSON: unreadable value: {str(exc)[:80]}") from None
     if not isinstance(doc, dict):
         raise ParseError("nccl-tests JSON: the top level is not an object")
     results = doc.get("results")
@@ -399,24 +494,21 @@ def _parse_json(text: str) -> NcclTestsRun:
         where = f"results[{i}]"
         if not isinstance(r, dict):
             raise ParseError(f"nccl-tests JSON: {where} is not an object")
-        try:
-            root = str(r.get("root", "")).strip()
-            rows.append(NcclRow(size_bytes=int(r["size"]), count=int(r["count"]),
-                                type=str(r["type"]), redop=str(r.get("redop", "")).strip(),
-                                root=int(root) if root else None,
-                                out_of_place=_jside(r, "out_of_place", where),
-                                in_place=_jside(r, "in_place", where), line=0))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ParseError(f"nccl-tests JSON: {where}: size, count or type missing or not "
-                             f"a number ({exc})") from None
+        if "size" not in r or "count" not in r or "type" not in r:
+            raise ParseError(f"nccl-tests JSON: {where}: size, count or type missing")
+        root = str(r.get("root", "")).strip()
+        rows.append(NcclRow(size_bytes=_jint(r["size"], f"{where}.size"),
+                            count=_jint(r["count"], f"{where}.count"),
+                            type=str(r["type"]), redop=str(r.get("redop", "")).strip(),
+                            root=_jint(root, f"{where}.root") if root else None,
+                            out_of_place=_jside(r, "out_of_place", where),
+                            in_place=_jside(r, "in_place", where), line=0))
     raw_config = doc.get("config")
     config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
     raw_devices = config.get("devices")
     devices: list[Any] = raw_devices if isinstance(raw_devices, list) else []
-    ranks = tuple(NcclRank(int(d.get("rank", -1)), d.get("group"), int(d.get("pid", 0)),
-                           str(d.get("hostname", "")), int(d.get("device", -1)),
-                           str(d.get("device_hex", "")), str(d.get("device_info", "")))
-                  for d in devices if isinstance(d, dict))
+    ranks = tuple(_jrank(d, i) for i, d in enumerate(devices) if isinstance(d, dict))
+    _refuse_duplicates(rows, list(ranks))
     oob, avg = doc.get("out_of_bounds"), doc.get("average_bus_bandwidth")
     code = doc.get("nccl_version")
 
@@ -428,11 +520,13 @@ def _parse_json(text: str) -> NcclTestsRun:
     return NcclTestsRun(
         rows=tuple(rows), source_format="json",
         tests_version=f"json file version {doc.get('version')}",
-        nccl_version=nccl_version_from_code(code) if isinstance(code, int) else None,
+        nccl_version=nccl_version_from_code(code)
+        if isinstance(code, int) and not isinstance(code, bool) and code >= 0 else None,
         n_threads=cfg("nthreads"), n_gpus=cfg("ngpus"), min_bytes=cfg("minimum_bytes"),
         max_bytes=cfg("maximum_bytes"), warmup_iters=cfg("warmup_iters"),
         iters=cfg("iterations"), validation=cfg("validation"), ranks=ranks,
-        out_of_bounds=int(oob["count"]) if isinstance(oob, dict) and "count" in oob else None,
+        out_of_bounds=_jint(oob["count"], "out_of_bounds.count")
+        if isinstance(oob, dict) and "count" in oob else None,
         avg_busbw_gbps=_jfloat(avg, "bandwidth", "average_bus_bandwidth")
         if isinstance(avg, dict) else None,
         errors=tuple(str(e) for e in errs) if isinstance(errs, list) else ())

@@ -36,6 +36,7 @@ must reach its last section, ``Processes``.
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -56,7 +57,7 @@ _DEVICE_ERROR = re.compile(r"Unable to determine the device handle|GPU is lost|"
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 _GPU_LINE = re.compile(rf"^GPU ({_BUS_ID})\s*$")
 _KV_LINE = re.compile(r"^( *)(\S.*?)\s*:(?: (.*))?$")
-_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)$")
+_NUMBER = re.compile(r"^(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z%]*)$")
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class Gpu:
     temperature_gpu_c: float | None
     reset_required: bool | None
     drain_and_reset_recommended: bool | None
+    clock_event_reasons_reported: bool = True  # False: no clocks event/throttle section
 
 
 @dataclass(frozen=True)
@@ -123,11 +125,17 @@ class _Node:
     children: list[_Node] = field(default_factory=list)
 
     def find(self, path: str) -> _Node | None:
+        """The one node at ``path``; ParseError when a step matches twice (a duplicated
+        line or element: which of the two would be the GPU's?)."""
         node: _Node | None = self
         for part in path.split("/"):
             if node is None:
                 return None
-            node = next((c for c in node.children if c.key == part), None)
+            found = [c for c in node.children if c.key == part]
+            if len(found) > 1:
+                raise ParseError(f"nvidia-smi: {path} appears {len(found)} times in one block "
+                                 "(duplicated output?)")
+            node = found[0] if found else None
         return node
 
     def text(self, *paths: str) -> str | None:
@@ -156,9 +164,13 @@ class _Reader:
             return None
         m = _NUMBER.match(raw)
         if not m or (m.group(2) and m.group(2).lower() != unit.lower()):
-            raise ParseError(f"{self.fmt}: {self.where} {paths[0]} is {raw!r}, expected a "
-                             f"number{f' of {unit}' if unit else ''}")
-        return float(m.group(1))
+            raise ParseError(f"{self.fmt}: {self.where} {paths[0]} is {raw[:60]!r}, expected "
+                             f"a number{f' of {unit}' if unit else ''}")
+        value = float(m.group(1))
+        if not math.isfinite(value):  # a digit string too long for a float
+            raise ParseError(f"{self.fmt}: {self.where} {paths[0]} is {raw[:60]!r}, not a "
+                             "finite number")
+        return value
 
     def integer(self, unit: str, *paths: str) -> int | None:
         value = self.number(unit, *paths)
@@ -256,6 +268,8 @@ def _gpu(fmt: str, index: int, bus_id: str, node: _Node, text_form: bool) -> Gpu
         temperature_gpu_c=r.number("C", temp),
         reset_required=r.flag("gpu_reset_status/reset_required"),
         drain_and_reset_recommended=r.flag("gpu_reset_status/drain_and_reset_recommended"),
+        clock_event_reasons_reported=any(node.find(s) is not None for s in (
+            "clocks_event_reasons", "clocks_throttle_reasons")),
     )
 
 
@@ -266,6 +280,11 @@ def _active_reasons(r: _Reader, text_form: bool) -> tuple[str, ...]:
     if node is None:
         return ()
     active = []
+    keys = [c.key for c in node.children]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ParseError(f"{r.fmt}: {r.where} {section} lists {', '.join(twice)} twice "
+                         "(duplicated output?)")
     for child in node.children:  # the text form's HW sub-reasons read as siblings here
         name = re.sub(r"^clocks_(event|throttle)_reason_", "", child.key)
         name = _TEXT_REASONS.get(name, name) if text_form else name
@@ -273,6 +292,21 @@ def _active_reasons(r: _Reader, text_form: bool) -> tuple[str, ...]:
         if (child.value or "").strip().lower() == "active":
             active.append(name)
     return tuple(active)
+
+
+_MAX_DEPTH = 64  # nvidia-smi nests about 6 levels; recursion must never be exhausted
+
+
+def _depth(root: ET.Element) -> int:
+    """Nesting depth, iteratively (a recursive walk could exhaust the stack)."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        el, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > _MAX_DEPTH:
+            break
+        stack.extend((c, d + 1) for c in el)
+    return deepest
 
 
 def _from_xml_element(el: ET.Element) -> _Node:
@@ -302,17 +336,30 @@ def parse_nvidia_smi_xml(text: str) -> GpuQuery:
         line, col = exc.position
         raise ParseError(f"{fmt}: not well-formed at line {line + prefix.count(chr(10))} "
                          f"column {col}: {exc} (truncated output?)") from None
+    except ValueError as exc:  # text the XML parser cannot even encode
+        raise ParseError(f"{fmt}: unreadable text: {str(exc)[:80]}") from None
     if root.tag != "nvidia_smi_log":
-        raise ParseError(f"{fmt}: the root element is <{root.tag}>, expected <nvidia_smi_log>")
+        raise ParseError(f"{fmt}: the root element is <{str(root.tag)[:40]}>, expected "
+                         "<nvidia_smi_log>")
+    if _depth(root) > _MAX_DEPTH:
+        raise ParseError(f"{fmt}: elements nested deeper than {_MAX_DEPTH} levels: not "
+                         "nvidia-smi's layout")
     top = _from_xml_element(root)
     attached = _Reader(fmt, top, "the log").integer("", "attached_gpus")
     gpus = []
     for i, el in enumerate(root.findall("gpu")):
         node = _from_xml_element(el)
-        bus = el.get("id") or node.text("pci/pci_bus_id") or f"gpu[{i}]"
+        listed = node.text("pci/pci_bus_id")
+        bus = el.get("id") or listed or f"gpu[{i}]"
+        if listed is not None and listed.lower() != bus.lower():
+            raise ParseError(f"{fmt}: <gpu id={bus!r}> holds pci_bus_id {listed!r}: two GPUs' "
+                             "output mixed?")
         gpus.append(_gpu(fmt, i, bus, node, text_form=False))
     return GpuQuery("xml", top.text("driver_version"), top.text("cuda_version"), attached,
                     tuple(gpus), _device_errors(prefix.splitlines()))
+
+
+_LISTS = ("processes", "accounted_processes")  # sections that repeat their keys per entry
 
 
 def _text_tree(lines: list[str], fmt: str) -> tuple[_Node, list[tuple[str, _Node]], list[str]]:
@@ -342,7 +389,11 @@ def _text_tree(lines: list[str], fmt: str) -> tuple[_Node, list[tuple[str, _Node
         if indent > 0 and len(stack) == 1:
             raise ParseError(f"{fmt}: line {n} is indented but belongs to no GPU: {line!r}")
         child = _Node(_snake(key), value)
-        stack[-1][1].children.append(child)
+        parent = stack[-1][1]
+        if parent.key not in _LISTS and any(c.key == child.key for c in parent.children):
+            raise ParseError(f"{fmt}: line {n}: {key.strip()!r} given twice in "
+                             f"{parent.key or 'the header'} (duplicated output?)")
+        parent.children.append(child)
         if value is None:
             stack.append((indent, child))
     return top, gpus, errors

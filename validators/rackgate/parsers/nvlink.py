@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from rackgate.parsers import ParseError
 
 FORMAT = "nvidia-smi nvlink -s"
-_GPU = re.compile(r"^GPU ([0-9]+): (.*?)(?: \(UUID: ([^)]*)\))?$")
-_LINK = re.compile(r"^Link ([0-9]+): (?:([0-9]+(?:\.[0-9]+)?) GB/s|(<inactive>))$")
+_GPU = re.compile(r"^GPU ([0-9]{1,4}): (.*?)(?: \(UUID: ([^)]*)\))?$")
+_LINK = re.compile(r"^Link ([0-9]{1,4}): (?:([0-9]{1,9}(?:\.[0-9]{1,9})?) GB/s|(<inactive>))$")
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,12 @@ printed is kept in ``bw_unit``. A ``BW peak`` of 0 means perftest did not measur
 Lines that are not perftest's own (``Conflicting CPU frequency values detected ...``, ``WARNING:
 ...``) are kept as ``warnings``; error lines (``Couldn't connect to host:18515``, ``Unable to
 ...``, ``Failed ...``, completion errors) raise ParseError naming the line. Output of the
-server and client sides captured together (identical rows printed twice) is accepted; two
-different rows for one message size (``--run_infinitely``, or two runs concatenated) are not.
+server and client sides captured together (the table printed twice, each side with its
+own ``#bytes`` header) is accepted; two different rows for one message size
+(``--run_infinitely``, or two runs concatenated), or a row printed more often than there
+are headers, are not. Every cell of a result row must be a finite,
+non-negative number: ``nan``, ``inf`` or an overflow (``1e400``) is a ParseError naming the
+line, never a row silently dropped or a bandwidth of infinity.
 
 >>> r = parse_ib_write_bw(
 ...     " Device : mlx5_0\\n Link type : IB\\n"
@@ -42,6 +46,7 @@ different rows for one message size (``--run_infinitely``, or two runs concatena
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -175,8 +180,10 @@ class _Scan:
     bw_unit: str = ""
     columns: int = 0
     skip_col: int | None = None  # the QoS table's #sl column
-    rows: list[tuple[int, list[str]]] | None = None
+    rows: list[tuple[int, list[str], int]] | None = None  # (line, cells, table number)
     closed: bool = True
+    tables: int = 0  # '#bytes' headers seen (2 when server and client are captured together)
+    in_table: bool = False  # after a '#bytes' header, before its closing dashed line
     warnings: list[str] | None = None
     notes: list[str] | None = None
 
@@ -218,6 +225,8 @@ def _table_header(line: str, lineno: int, s: _Scan) -> None:
     if s.kind is not None and s.kind != kind:
         raise ParseError(f"{s.tool}: line {lineno}: a {kind} table after a {s.kind} table")
     s.kind = kind
+    s.tables += 1
+    s.in_table = True
 
 
 def _scan(text: str, tool: str) -> _Scan:
@@ -230,6 +239,7 @@ def _scan(text: str, tool: str) -> _Scan:
             continue
         if _DASHES.match(line):
             s.closed = True
+            s.in_table = False
             continue
         if _NOISE.match(line):
             continue
@@ -246,9 +256,12 @@ def _scan(text: str, tool: str) -> _Scan:
             if s.kind is None:
                 raise ParseError(f"{tool}: line {lineno}: result row {line[:80]!r} before "
                                  "any '#bytes' results header")
-            s.rows.append((lineno, line.split()))
+            s.rows.append((lineno, line.split(), s.tables))
             s.closed = False
             continue
+        if s.in_table and _looks_numeric(line.split()[0]):
+            raise ParseError(f"{tool}: line {lineno}: result row {line[:80]!r} has a cell that "
+                             "is not a finite, non-negative number (nan, inf?): no measurement")
         m = _ADDR.match(line)
         if m:
             s.addresses.append(_address(m, lineno, tool))
@@ -283,6 +296,15 @@ def _scan(text: str, tool: str) -> _Scan:
     return s
 
 
+def _looks_numeric(token: str) -> bool:
+    """Whether a line inside a results table starts like a row (``65536``, ``nan``, ``inf``)."""
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
 def _int(field: str | None) -> int | None:
     m = re.match(r"\d+", field or "")
     return int(m.group(0)) if m else None
@@ -306,25 +328,41 @@ def _numbers(lineno: int, cells: list[str], s: _Scan) -> list[float]:
                          f"{s.kind} table has {s.columns} (truncated or garbled row?)")
     if s.skip_col is not None:
         cells = cells[:s.skip_col] + cells[s.skip_col + 1:]
-    return [float(c) for c in cells]
+    values = [float(c) for c in cells]
+    bad = next((c for c, v in zip(cells, values, strict=True)
+                if not math.isfinite(v) or v < 0), None)
+    if bad is not None:
+        raise ParseError(f"{s.tool}: line {lineno}: result cell {bad!r} is not a finite, "
+                         "non-negative number: no measurement")
+    return values
 
 
-def _distinct(rows: list[tuple[int, list[str]]], s: _Scan) -> list[tuple[int, list[float]]]:
-    """Rows with exact duplicates (server and client captured together) dropped; two
-    different rows for one message size are refused."""
-    seen: dict[int, tuple[int, list[float]]] = {}
+def _distinct(rows: list[tuple[int, list[str], int]], s: _Scan
+              ) -> list[tuple[int, list[float]]]:
+    """The rows of one run. Server and client captured together print the table twice
+    (two '#bytes' headers, in sequence or interleaved when they share a terminal): each
+    size may then repeat, identical, once per header. Two different rows for one message
+    size, or more copies of a row than there are headers, are refused."""
+    seen: dict[int, tuple[int, list[float], int]] = {}
     out = []
-    for lineno, cells in rows:
+    for lineno, cells, _table in rows:
         values = _numbers(lineno, cells, s)
         size = int(values[0])
         if size in seen:
-            if seen[size][1] != values:
+            first, before, copies = seen[size]
+            if before != values:
                 raise ParseError(
                     f"{s.tool}: line {lineno}: a second, different result row for "
-                    f"{size} bytes (line {seen[size][0]}): --run_infinitely output or two "
+                    f"{size} bytes (line {first}): --run_infinitely output or two "
                     "runs concatenated; rackgate judges one run per evidence file")
+            if copies + 1 > s.tables:
+                raise ParseError(
+                    f"{s.tool}: line {lineno}: the result row for {size} bytes printed "
+                    f"{copies + 1} times (first at line {first}) under {s.tables} '#bytes' "
+                    "header(s): perftest prints each size once per side")
+            seen[size] = (first, before, copies + 1)
             continue
-        seen[size] = (lineno, values)
+        seen[size] = (lineno, values, 1)
         out.append((lineno, values))
     return out
 

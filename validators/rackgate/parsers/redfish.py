@@ -30,11 +30,11 @@ Resources are told apart by ``@odata.type`` (``#PowerSupply.v1_6_0.PowerSupply``
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.strict_json import decode, finite
 
 COLLECTOR = "rackgate.redfish"
 Resources = dict[str, dict[str, Any]]
@@ -124,21 +124,22 @@ def _start(text: str, fmt: str) -> int:
     return pos + 1
 
 
+def _add(out: Resources, key: str, res: dict[str, Any], fmt: str) -> None:
+    norm = key.rstrip("/") or key
+    if norm in {k.rstrip("/") or k for k in out}:
+        raise ParseError(f"{fmt}: resource {key!r} appears twice (duplicated output?)")
+    out[key] = res
+
+
 def resources(text: str, fmt: str = "Redfish JSON") -> Resources:
-    """The resources in ``text`` keyed by ``@odata.id`` (in the order given)."""
+    """The resources in ``text`` keyed by ``@odata.id`` (in the order given); a resource
+    given twice, or a key twice in one object, is a ParseError (strict_json)."""
     if not isinstance(text, str) or not text.strip():
         raise ParseError(f"{fmt}: the output is empty")
-    decoder = json.JSONDecoder()
     pos = _start(text, fmt)
     out: Resources = {}
     while pos < len(text):
-        try:
-            doc, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise ParseError(f"{fmt}: not valid JSON at line {exc.lineno} column {exc.colno}: "
-                             f"{exc.msg} (truncated output?)") from exc
-        except RecursionError:
-            raise ParseError(f"{fmt}: JSON nested too deeply") from None
+        doc, pos = decode(text, fmt, pos)
         if not isinstance(doc, dict):
             raise ParseError(f"{fmt}: a top-level value is a {type(doc).__name__}, "
                              "not a Redfish resource object")
@@ -149,15 +150,43 @@ def resources(text: str, fmt: str = "Redfish JSON") -> Resources:
             for key, res in found.items():
                 if not isinstance(res, dict):
                     raise ParseError(f"{fmt}: resources[{key!r}] is not an object")
-                out[str(key)] = res
+                _add(out, str(key), res, fmt)
         elif "@odata.type" in doc or "@odata.id" in doc:
-            out[str(doc.get("@odata.id", f"#{len(out)}"))] = doc
+            _add(out, str(doc.get("@odata.id", f"#{len(out)}")), doc, fmt)
         else:
             raise ParseError(f"{fmt}: a top-level object has neither @odata.type nor @odata.id "
                              f"(keys: {', '.join(sorted(map(str, doc))[:8]) or 'none'})")
         while pos < len(text) and text[pos] in " \t\r\n":
             pos += 1
+    _complete(out, fmt)
     return out
+
+
+def _complete(found: Resources, fmt: str) -> None:
+    """Every collection in the evidence is whole: all of its members were collected too.
+
+    A collection lists its members (``Members``, counted by ``Members@odata.count``); one
+    whose members are missing, miscounted or continued on another page
+    (``Members@odata.nextLink``) would let a supply or a connector drop out unnoticed.
+    """
+    ids = {k.rstrip("/") or k for k in found}
+    for key, res in found.items():
+        if not resource_type(res).endswith("Collection"):
+            continue
+        where = f"{resource_type(res)} {key}"
+        members = _list(res, "Members", where)
+        count = res.get("Members@odata.count")
+        if count is not None and count != len(members):
+            raise ParseError(f"{fmt}: {where} counts {str(count)[:20]} members but lists "
+                             f"{len(members)} (truncated output?)")
+        if res.get("Members@odata.nextLink") is not None:
+            raise ParseError(f"{fmt}: {where} continues on another page "
+                             "(Members@odata.nextLink): not every member was collected")
+        for i, m in enumerate(members):
+            mid = _str(m, "@odata.id", f"{where}.Members[{i}]")
+            if mid is None or (mid.rstrip("/") or mid) not in ids:
+                raise ParseError(f"{fmt}: {where} lists member {mid!r}, which is not in the "
+                                 "evidence (incomplete collection)")
 
 
 def resource_type(res: dict[str, Any]) -> str:
@@ -178,17 +207,22 @@ def _str(obj: dict[str, Any], key: str, where: str) -> str | None:
 
 
 def _num(obj: dict[str, Any], key: str, where: str) -> float | None:
+    """A finite number, or None when absent; ParseError naming the field otherwise."""
     value = obj.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParseError(f"{where}.{key} is not a number (got {value!r})")
-    return float(value)
+        raise ParseError(f"{where}.{key} is not a number (got {str(value)[:40]!r})")
+    return finite(value, f"{where}.{key}")
 
 
 def _int(obj: dict[str, Any], key: str, where: str) -> int | None:
     value = _num(obj, key, where)
-    return None if value is None else int(value)
+    if value is None:
+        return None
+    if not value.is_integer():
+        raise ParseError(f"{where}.{key} is {value:g}, not a whole number")
+    return int(value)
 
 
 def _obj(obj: dict[str, Any], key: str, where: str) -> dict[str, Any]:
@@ -271,8 +305,15 @@ def parse_redfish_power(text: str) -> PowerRecord:
         where = f"{kind} {key}"
         if kind == "Power":
             seen = True
+            members = _list(res, "PowerSupplies", where)
             legacy += [_legacy_supply(m, f"{where}.PowerSupplies[{i}]", i)
-                       for i, m in enumerate(_list(res, "PowerSupplies", where))]
+                       for i, m in enumerate(members)]
+            for field in ("@odata.id", "MemberId"):
+                ids = [m.get(field) for m in members if m.get(field) is not None]
+                twice = sorted({str(x) for x in ids if ids.count(x) > 1})
+                if twice:
+                    raise ParseError(f"{fmt}: {where}.PowerSupplies lists {field} "
+                                     f"{', '.join(twice)} twice (duplicated output?)")
             for i, g in enumerate(_list(res, "Redundancy", where)):
                 w = f"{where}.Redundancy[{i}]"
                 state, health, _ = _status(g, w)

@@ -39,7 +39,7 @@ from rackgate.parsers import ParseError
 
 FORMAT = "nvidia-smi topo -m"
 _AFFINITY_NAMES = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
-_LINK = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|SOC|NV([1-9][0-9]*))$")
+_LINK = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|SOC|NV([1-9][0-9]{0,3}))$")
 _LEGEND_ENTRY = re.compile(r"^\s*(NIC[0-9]+)\s*:\s*(\S+)\s*$")
 _GPU = re.compile(r"^GPU([0-9]+)$")
 _DEVICE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
@@ -138,6 +138,9 @@ def _legend(lines: list[str]) -> dict[str, str] | None:
 
 def parse_topo_matrix(text: str) -> TopoMatrix:
     """Parse ``nvidia-smi topo -m`` output; raise ParseError naming what is missing."""
+    if "\x00" in text:
+        raise ParseError(f"{FORMAT}: a NUL byte at offset {text.index(chr(0))}: not the "
+                         "tool's text output")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     start = _find_header(lines)
     names, trailing = _header_cells(lines[start])
