@@ -9,15 +9,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from stored_runs import write_run
 
 from rackgate.checks import REGISTRY
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
-from rackgate.evidence import EvidenceStore, write_json
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.probes import source
 from rackgate.profile import load_profile, profile_from_document
-from rackgate.runner import MANIFEST_SCHEMA, NO_LAUNCH_HOST, judge_run, verify_report
+from rackgate.runner import NO_LAUNCH_HOST, judge_run, verify_report
 
 CHECK = REGISTRY["mpi.allreduce"]
 PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576)
@@ -103,23 +103,11 @@ def test_params_refuse_a_sweep_that_judges_nothing() -> None:
 
 def stored_run(tmp_path: Path, stdout: str | None, launch_host: str | None,
                nodes: tuple[str, ...] = ("rg-node01", "rg-node02")) -> Path:
-    run_dir = tmp_path / "runs" / "mpi-run"
-    run_dir.mkdir(parents=True)
-    profile = profile_with_mpi()
-    write_json(run_dir / "manifest.json", {
-        "schema": MANIFEST_SCHEMA, "run_id": "mpi-run", "started": "t0", "finished": "t1",
-        "inventory": ["inv"], "group": "compute", "limit": None, "checks": ["mpi.allreduce"],
-        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
-                    "document": dict(profile.raw)},
-        "hosts": [{"name": h, "location": "", "profile_overrides": {}}
-                  for h in nodes],
-        "launch_host": launch_host, "rackgate_version": "0", "ansible_core_version": "0"})
-    if stdout is not None and launch_host:
-        EvidenceStore(run_dir).write(launch_host, "mpi.allreduce", stdout,
-                                     argv=("timeout", "srun"), outcome="completed", rc=0,
-                                     started=None, ended=None, duration_s=3.0, stderr="",
-                                     message="")
-    return run_dir
+    evidence = {(launch_host, "mpi.allreduce"): stdout} \
+        if stdout is not None and launch_host else {}
+    return write_run(tmp_path / "runs" / "mpi-run", profile_with_mpi(), ["mpi.allreduce"],
+                     nodes, launch_host=launch_host, evidence=evidence,
+                     argv=("timeout", "srun"), duration_s=3.0)
 
 
 def test_every_node_is_judged_from_the_launch_hosts_evidence(tmp_path, fixture_text) -> None:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from stored_runs import write_run
 
 from rackgate.checks import REGISTRY, CommandError
 from rackgate.checks.pairwise import (
@@ -18,12 +19,11 @@ from rackgate.checks.pairwise import (
     pairwise_command,
     schedule_argv,
 )
-from rackgate.evidence import EvidenceStore, write_json
 from rackgate.pairs import round_robin
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.profile import load_profile
-from rackgate.runner import MANIFEST_SCHEMA, judge_run, verify_report
+from rackgate.runner import judge_run, verify_report
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
 CHECK = REGISTRY["fabric.pairwise_bw"]
@@ -141,22 +141,10 @@ def test_a_failed_pair_job_is_an_error_never_a_pass() -> None:
 
 
 def stored_run(tmp_path: Path, stdout: str) -> Path:
-    run_dir = tmp_path / "runs" / "pairs-run"
-    run_dir.mkdir(parents=True)
-    profile = load_profile("dgx-h100")
-    write_json(run_dir / "manifest.json", {
-        "schema": MANIFEST_SCHEMA, "run_id": "pairs-run", "started": "t0", "finished": "t1",
-        "inventory": ["inv"], "group": "compute", "limit": None,
-        "checks": ["fabric.pairwise_bw"],
-        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
-                    "document": dict(profile.raw)},
-        "hosts": [{"name": h, "location": "", "profile_overrides": {}} for h in NODES],
-        "launch_host": "head01", "rackgate_version": "0", "ansible_core_version": "0"})
-    EvidenceStore(run_dir).write("head01", "fabric.pairwise_bw", stdout,
-                                 argv=("timeout", "bash"), outcome="completed", rc=0,
-                                 started=None, ended=None, duration_s=60.0, stderr="",
-                                 message="")
-    return run_dir
+    return write_run(tmp_path / "runs" / "pairs-run", load_profile("dgx-h100"),
+                     ["fabric.pairwise_bw"], NODES, launch_host="head01",
+                     evidence={("head01", "fabric.pairwise_bw"): stdout},
+                     argv=("timeout", "bash"), duration_s=60.0)
 
 
 def test_the_report_carries_the_matrix_and_every_nodes_verdict(tmp_path) -> None:

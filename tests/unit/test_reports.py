@@ -5,34 +5,21 @@ from __future__ import annotations
 import json
 import re
 
-from rackgate.evidence import EvidenceStore, write_json
+from stored_runs import write_run
+
 from rackgate.profile import load_profile
 from rackgate.reports.html import render_html
-from rackgate.runner import MANIFEST_SCHEMA, judge_run
+from rackgate.runner import judge_run
 
 EVIL = '<script>alert("x")</script>'
 
 
 def stored_run(tmp_path, fixture_text, hosts):
     """A run directory at tmp_path/runs/test-run with fio evidence for ``hosts``."""
-    tmp_path = tmp_path / "runs" / "test-run"
-    tmp_path.mkdir(parents=True)
-    profile = load_profile("demo")
-    manifest = {"schema": MANIFEST_SCHEMA, "run_id": "test-run", "started": "t0",
-                "finished": "t1", "inventory": ["inv"], "group": "compute", "limit": None,
-                "checks": ["fio.seq_read"],
-                "profile": {"name": "demo", "source": profile.source,
-                            "sha256": profile.sha256, "document": dict(profile.raw)},
-                "hosts": [{"name": h, "location": loc, "profile_overrides": over}
-                          for h, loc, over, _ in hosts],
-                "rackgate_version": "0", "ansible_core_version": "0"}
-    write_json(tmp_path / "manifest.json", manifest)
-    store = EvidenceStore(tmp_path)
-    for h, _, _, stdout in hosts:
-        if stdout is not None:
-            store.write(h, "fio.seq_read", stdout, argv=("fio",), outcome="completed", rc=0,
-                        started=None, ended=None, duration_s=1.0, stderr="", message="")
-    return tmp_path
+    return write_run(tmp_path / "runs" / "test-run", load_profile("demo"), ["fio.seq_read"],
+                     [(h, loc, over) for h, loc, over, _ in hosts],
+                     evidence={(h, "fio.seq_read"): stdout for h, _, _, stdout in hosts
+                               if stdout is not None}, argv=("fio",))
 
 
 def test_report_accepts_healthy_rack(tmp_path, fixture_text):

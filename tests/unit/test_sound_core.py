@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 import yaml
+from stored_runs import strict_json, write_run
 
 from rackgate.checks import REGISTRY, compare
 from rackgate.cli import main
-from rackgate.evidence import EvidenceStore, write_json
+from rackgate.evidence import EvidenceStore
 from rackgate.model import Judgement, Result, Status, Verdict, node_verdict
 from rackgate.profile import ProfileError, Threshold, load_profile, profile_from_document
-from rackgate.runner import MANIFEST_SCHEMA, judge_run, verify_report
+from rackgate.runner import judge_run, verify_report
 
 HEALTHY = Path(__file__).parents[1] / "fixtures" / "fio" / "seq-read-healthy.json"
 
@@ -31,24 +32,9 @@ def stored_run(tmp_path: Path, checks: dict[str, str | None], hosts: tuple[str, 
                profile: str = "demo") -> Path:
     """A run directory (tmp_path/runs/r) collected with ``profile``: evidence ``checks``
     (check -> stdout, None: not collected) on every host."""
-    run = tmp_path / "runs" / "r"
-    run.mkdir(parents=True)
-    prof = load_profile(profile)
-    write_json(run / "manifest.json", {
-        "schema": MANIFEST_SCHEMA, "run_id": "r", "started": "t0", "finished": "t1",
-        "inventory": ["inv"], "group": "compute", "limit": None, "checks": list(checks),
-        "profile": {"name": prof.name, "source": prof.source, "sha256": prof.sha256,
-                    "document": dict(prof.raw)},
-        "hosts": [{"name": h, "location": "", "profile_overrides": {}} for h in hosts],
-        "launch_host": None, "run_dir": str(run.resolve()), "rackgate_version": "0",
-        "ansible_core_version": "0"})
-    store = EvidenceStore(run)
-    for host in hosts:
-        for check, stdout in checks.items():
-            if stdout is not None:
-                store.write(host, check, stdout, argv=(check,), outcome="completed", rc=0,
-                            started=None, ended=None, duration_s=1.0, stderr="", message="")
-    return run
+    return write_run(tmp_path / "runs" / "r", load_profile(profile), list(checks), hosts,
+                     evidence={(h, c): out for h in hosts for c, out in checks.items()
+                               if out is not None}, argv=("fio",))
 
 
 def demo_without(*checks: str, disable_all: bool = False) -> dict[str, Any]:
@@ -73,12 +59,6 @@ def local_inventory(tmp_path: Path, hostvars: dict[str, Any] | None = None) -> P
         "ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_connection": "ssh",
         **(hostvars or {})}}}}}}))
     return inv
-
-
-def strict_json(text: str) -> Any:
-    def refuse(name: str) -> Any:
-        raise ValueError(f"{name} is not JSON")
-    return json.loads(text, parse_constant=refuse)
 
 
 # 1. Zero checks run -> ACCEPT --------------------------------------------------------------

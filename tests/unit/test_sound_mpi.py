@@ -8,23 +8,22 @@ edit its name says: a host renamed, a row removed, duplicated or given another v
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from stored_runs import strict_json, write_run
 
 from rackgate.checks import REGISTRY
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
-from rackgate.evidence import Evidence, EvidenceStore, write_json
+from rackgate.evidence import Evidence
 from rackgate.judge import judge_launched
 from rackgate.model import Result
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.profile import Profile, Threshold, load_profile, profile_from_document
-from rackgate.runner import MANIFEST_SCHEMA, judge_run
+from rackgate.runner import judge_run
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "mpi"
 CHECK = REGISTRY["mpi.allreduce"]
@@ -117,27 +116,10 @@ def test_sound_6_every_expected_size_exactly_once() -> None:
 
 
 def stored_run(tmp_path: Path, stdout: str) -> Path:
-    run_dir = tmp_path / "runs" / "mpi-run"
-    run_dir.mkdir(parents=True)
-    profile = profile_with_mpi()
-    write_json(run_dir / "manifest.json", {
-        "schema": MANIFEST_SCHEMA, "run_id": "mpi-run", "started": "t0", "finished": "t1",
-        "inventory": ["inv"], "group": "compute", "limit": None, "checks": ["mpi.allreduce"],
-        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
-                    "document": dict(profile.raw)},
-        "hosts": [{"name": h, "location": "", "profile_overrides": {}} for h in NODES],
-        "launch_host": "rg-head", "rackgate_version": "0", "ansible_core_version": "0"})
-    EvidenceStore(run_dir).write("rg-head", "mpi.allreduce", stdout, argv=("timeout", "srun"),
-                                 outcome="completed", rc=0, started=None, ended=None,
-                                 duration_s=3.0, stderr="", message="")
-    return run_dir
-
-
-def strict_json(text: str) -> Any:
-    """JSON.parse's view: NaN and Infinity are not JSON (RFC 8259 section 6)."""
-    def refuse(name: str) -> Any:
-        raise ValueError(f"{name} is not JSON")
-    return json.loads(text, parse_constant=refuse)
+    return write_run(tmp_path / "runs" / "mpi-run", profile_with_mpi(), ["mpi.allreduce"],
+                     NODES, launch_host="rg-head",
+                     evidence={("rg-head", "mpi.allreduce"): stdout},
+                     argv=("timeout", "srun"), duration_s=3.0)
 
 
 @pytest.mark.parametrize("value", ["Infinity", "NaN", "-Infinity", "1e400"])

@@ -199,8 +199,16 @@ def wrapped(task: Task, token: str = "-", who: str = "rackgate") -> tuple[str, .
     timed = ("timeout", f"--kill-after={KILL_AFTER_S}", str(task.timeout_s), *task.argv)
     if task.lock_file is None or task.on_control:
         return timed
-    return ("sh", "-c", LOCK_SCRIPT, "rackgate-node-lock", task.lock_file,
+    return (*_LOCKED, task.lock_file,
             str(task.lock_wait_s), token, _printable(who), *timed)
+
+
+_LOCKED = ("sh", "-c", LOCK_SCRIPT, "rackgate-node-lock")  # the lock wrapper's first words
+
+
+def under_lock(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` runs under the node lock wrapper (:func:`wrapped`)."""
+    return tuple(argv[:4]) == _LOCKED
 
 
 def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
@@ -212,7 +220,7 @@ def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
     ('ipmitool', 'sdr')
     """
     argv = tuple(argv)
-    if argv[:4] == ("sh", "-c", LOCK_SCRIPT, "rackgate-node-lock"):
+    if under_lock(argv):
         argv = argv[8:]
     if argv[:1] == ("timeout",) and len(argv) > 3:
         argv = argv[3:]
@@ -268,8 +276,7 @@ class _Recorder:
             outcome = "unreachable"
         elif rc is None:  # the module could not run the command at all
             outcome = "not_run"
-        elif rc == LOCK_BUSY_RC and len(self.ran[(task.host, task.check)]) > 3 \
-                and self.ran[(task.host, task.check)][2] == LOCK_SCRIPT \
+        elif rc == LOCK_BUSY_RC and under_lock(self.ran[(task.host, task.check)]) \
                 and "rackgate: node lock" in stderr:
             outcome = "not_run"  # the node lock was not taken: the command never started
             message = next(line for line in stderr.splitlines() if "rackgate: node lock" in line)

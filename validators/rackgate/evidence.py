@@ -56,7 +56,8 @@ _OPTIONAL_TEXT = ("started", "ended")
 _TEXT = ("stderr", "message", "stdout_file")
 
 
-def _kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """The JSON type name of a decoded value, for messages about a damaged document."""
     return "null" if value is None else type(value).__name__
 
 
@@ -69,7 +70,7 @@ def record_problem(doc: Any, host: str, check: str) -> str | None:
     'field check is missing'
     """
     if not isinstance(doc, dict):
-        return f"the record must be a JSON object, got {_kind(doc)}"
+        return f"the record must be a JSON object, got {json_kind(doc)}"
     for name in _FIELDS:
         if name not in doc:
             return f"field {name} is missing"
@@ -90,10 +91,10 @@ def record_problem(doc: Any, host: str, check: str) -> str | None:
         return "field rc is null, but the outcome says the command completed"
     for name in _OPTIONAL_TEXT:
         if doc[name] is not None and not isinstance(doc[name], str):
-            return f"field {name} must be a string or null, got {_kind(doc[name])}"
+            return f"field {name} must be a string or null, got {json_kind(doc[name])}"
     for name in _TEXT:
         if not isinstance(doc[name], str):
-            return f"field {name} must be a string, got {_kind(doc[name])}"
+            return f"field {name} must be a string, got {json_kind(doc[name])}"
     duration = doc["duration_s"]
     if duration is not None and (type(duration) not in (int, float) or not math.isfinite(duration)
                                  or duration < 0):

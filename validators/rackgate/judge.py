@@ -49,7 +49,12 @@ def _params(check: Check, profile: Profile) -> Any:
     return _PARAMS[key]
 
 
-def _exception(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """An exception as a result message names it: its type and the end of its text.
+
+    >>> describe(OverflowError("cannot convert float NaN to integer"))
+    'OverflowError: cannot convert float NaN to integer'
+    """
     return f"{type(exc).__name__}: {_tail(str(exc), 200) or 'no message'}"
 
 
@@ -123,11 +128,11 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
     except ParseError as exc:
         return error(f"unparseable evidence {where}: {exc}")
     except Exception as exc:  # one bad input must not stop the other nodes
-        return error(f"the {check.name} parser failed on {where}: {_exception(exc)}")
+        return error(f"the {check.name} parser failed on {where}: {describe(exc)}")
     try:
         judgement = check.judge(record, _params(check, profile), cp.thresholds, hardware)
     except Exception as exc:  # as above
-        return error(f"the {check.name} judge failed on {where}: {_exception(exc)}")
+        return error(f"the {check.name} judge failed on {where}: {describe(exc)}")
     return finite(Result.from_judgement(node, check.name, judgement, where))
 
 
@@ -153,7 +158,7 @@ def judge_launched(check: Check, ev: Evidence, stdout: str, profile: Profile,
                                              profile.model.hardware, list(nodes),
                                              ev.stdout_file)
     except Exception as exc:  # one bad input must not stop the report
-        why = f"the {check.name} judge failed on {ev.stdout_file}: {_exception(exc)}"
+        why = f"the {check.name} judge failed on {ev.stdout_file}: {describe(exc)}"
         return [Result(n, check.name, Status.ERROR, why, evidence=ev.stdout_file)
                 for n in nodes], None
     return exactly_the_nodes(check.name, results, nodes, ev.stdout_file), (section or None)

@@ -36,11 +36,12 @@ from rackgate.collect import (
     release_nodes,
 )
 from rackgate.drift import version_drift
-from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, write_json
+from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, json_kind, write_json
 from rackgate.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.inventory import Inventory, load_inventory
 from rackgate.judge import (
     absent_from_profile,
+    describe,
     finite,
     judge_evidence,
     judge_launched,
@@ -442,10 +443,6 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
     return doc
 
 
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
 def manifest_problem(doc: Any) -> str | None:
     """What is wrong with a manifest document, naming the field, or None.
 
@@ -457,7 +454,7 @@ def manifest_problem(doc: Any) -> str | None:
     'field hosts: lists no host'
     """
     if not isinstance(doc, dict):
-        return f"the manifest must be a JSON object, got {_kind(doc)}"
+        return f"the manifest must be a JSON object, got {json_kind(doc)}"
     if doc.get("schema") != MANIFEST_SCHEMA:
         return f"unknown manifest schema {doc.get('schema')!r} (expected {MANIFEST_SCHEMA})"
     expect: list[tuple[str, Any, tuple[type, ...]]] = [
@@ -466,7 +463,7 @@ def manifest_problem(doc: Any) -> str | None:
         ("hosts", doc.get("hosts"), (list,)), ("profile", doc.get("profile"), (dict,))]
     for name, value, types in expect:
         if not isinstance(value, types):
-            return f"field {name} must be a {types[0].__name__}, got {_kind(value)}"
+            return f"field {name} must be a {types[0].__name__}, got {json_kind(value)}"
     if not all(isinstance(i, str) for i in doc["inventory"]):
         return "field inventory: every source must be a string"
     checks = doc["checks"]
@@ -478,21 +475,21 @@ def manifest_problem(doc: Any) -> str | None:
     for key, types in (("name", (str,)), ("source", (str,)), ("document", (dict,))):
         if not isinstance(profile.get(key), types):
             return (f"field profile.{key} must be a {types[0].__name__}, "
-                    f"got {_kind(profile.get(key))}")
+                    f"got {json_kind(profile.get(key))}")
     if not doc["hosts"]:
         return "field hosts: lists no host"
     names = []
     for i, h in enumerate(doc["hosts"]):
         if not isinstance(h, dict):
-            return f"field hosts[{i}] must be an object, got {_kind(h)}"
+            return f"field hosts[{i}] must be an object, got {json_kind(h)}"
         if not isinstance(h.get("name"), str) or not h["name"]:
             return f"field hosts[{i}].name must be a host name, got {h.get('name')!r}"
         if not isinstance(h.get("location"), str):
-            return f"field hosts[{i}].location must be a string, got {_kind(h.get('location'))}"
+            return f"field hosts[{i}].location must be a string, got {json_kind(h.get('location'))}"
         if h.get("profile_overrides") is not None and not isinstance(h["profile_overrides"],
                                                                      dict):
             return (f"field hosts[{i}].profile_overrides must be an object or null, got "
-                    f"{_kind(h['profile_overrides'])}")
+                    f"{json_kind(h['profile_overrides'])}")
         names.append(h["name"])
     if len(set(names)) != len(names):
         return f"field hosts: a host is listed twice in {names}"
@@ -500,7 +497,7 @@ def manifest_problem(doc: Any) -> str | None:
     if launch is not None and (not isinstance(launch, str) or not launch):
         return f"field launch_host must be a host name or null, got {launch!r}"
     if not isinstance(doc.get("resumed", []), list):
-        return f"field resumed must be a list, got {_kind(doc.get('resumed'))}"
+        return f"field resumed must be a list, got {json_kind(doc.get('resumed'))}"
     return None
 
 
@@ -531,8 +528,8 @@ def _judge_hosts(job: _JudgeJob, hosts: Sequence[str]) -> Judged:
                 try:
                     judged.append(_judge_one(job, store, host, name, digests, mismatches))
                 except Exception as exc:  # one (node, check) never stops the others
-                    judged.append(missing_evidence(host, name, f"judging failed: "
-                                                               f"{type(exc).__name__}: {exc}"))
+                    judged.append(missing_evidence(host, name,
+                                                   f"judging failed: {describe(exc)}"))
     finally:
         if gc_was_on:
             gc.enable()
@@ -667,16 +664,16 @@ def json_safe(value: Any) -> Any:
 
 
 def _rack_judged(name: str, judge: Callable[[list[Result]], list[Result]],
-                 judged: list[Result], hosts: Sequence[str]) -> list[Result]:
+                 judged: list[Result], hosts: Sequence[str],
+                 kept: Sequence[Result] = ()) -> list[Result]:
     """A rack-wide judge (peer comparison, version drift) over every result; if it fails,
-    every node gets an ``error`` naming it, as its judgement is then missing."""
+    ``kept`` (what the judge would have returned unchanged) plus an ``error`` naming it
+    for every node, as its judgement is then missing."""
     try:
         return [finite(r) for r in judge(judged)]
     except Exception as exc:  # a bug here must not stop the report
-        why = f"{name} failed: {type(exc).__name__}: {exc}"
-        if judge is flag_peer_outliers:  # it returns the inputs, flagged: keep them
-            return [*judged, *(Result(h, name, Status.ERROR, why) for h in hosts)]
-        return [Result(h, name, Status.ERROR, why) for h in hosts]
+        why = f"{name} failed: {describe(exc)}"
+        return [*kept, *(Result(h, name, Status.ERROR, why) for h in hosts)]
 
 
 def judge_run(run_dir: Path, profile: Profile | None = None,
@@ -702,14 +699,16 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
             results, check_digests, section = _judge_across_nodes(job, check)
         except Exception as exc:  # one check never stops the report
             results, check_digests, section = [
-                Result(h, check.name, Status.ERROR, f"judging failed: {type(exc).__name__}: "
-                                                    f"{exc}") for h in job.hosts], {}, None
+                Result(h, check.name, Status.ERROR, f"judging failed: {describe(exc)}")
+                for h in job.hosts], {}, None
         judged += results
         digests.update(check_digests)
         if section:
             sections.append(section)
     per_node: dict[str, list[Result]] = {h["name"]: [] for h in hosts}
-    for r in _rack_judged("rack.peer_comparison", flag_peer_outliers, judged, job.hosts):
+    # peer comparison returns every result (outliers flagged), drift only its own
+    for r in _rack_judged("rack.peer_comparison", flag_peer_outliers, judged, job.hosts,
+                          kept=judged):
         per_node[r.node].append(r)
     for r in _rack_judged("rack.version_drift", version_drift, judged, job.hosts):
         per_node[r.node].append(r)
@@ -733,7 +732,7 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
         try:
             atomic_write(out / name, render(doc).encode())
         except Exception as exc:  # the other reports are still written
-            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+            failed.append(f"{name}: {describe(exc)}")
     if failed:
         raise RunError(f"{out / 'report.json'} written, but not " + "; ".join(failed))
     try:
