@@ -1,4 +1,4 @@
-"""Benchmark: judge and report a stored run directory with ``rackgate.runner.judge_run``.
+"""Benchmark: judge and report a stored run directory with ``rackgate.run.judge_run``.
 
     python bench/judge_10k.py /var/tmp/rackgate-bench/run-10k            # plain timing
     python bench/judge_10k.py /var/tmp/rackgate-bench/run-10k --phases   # + phase breakdown
@@ -41,9 +41,9 @@ from typing import Any
 import standin_checks
 
 import rackgate
-import rackgate.evidence
 import rackgate.reports.html
-import rackgate.runner
+import rackgate.run
+import rackgate.store.evidence
 from rackgate.checks import REGISTRY
 
 REPO = Path(__file__).resolve().parent.parent
@@ -167,7 +167,7 @@ def install_phase_timers() -> Timers:
                                           "_collect_and_judge", "verify_report"})
     for module in (rackgate.reports.html,):
         t.patch_module(module, skip={"render_html"})
-    store = rackgate.evidence.EvidenceStore
+    store = rackgate.store.evidence.EvidenceStore
     store.read = t.wrap("EvidenceStore.read", store.read)  # type: ignore[method-assign]
     for name, check in list(REGISTRY.items()):
         REGISTRY[name] = dataclasses.replace(check, parse=t.wrap("check.parse", check.parse),
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         print(f"evicted {evict(args.run_dir)} files from the page cache in "
               f"{time.perf_counter() - t:.1f} s")
-    manifest = rackgate.runner.read_manifest(args.run_dir)
+    manifest = rackgate.run.read_manifest(args.run_dir)
     standin_checks.register_for_manifest(manifest)
     n_hosts, n_checks = len(manifest["hosts"]), len(manifest["checks"])
     del manifest
@@ -207,9 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         gc.disable()
     cpu0, t0 = time.process_time(), time.perf_counter()
     if prof is not None:
-        outcome = prof.runcall(rackgate.runner.judge_run, args.run_dir)
+        outcome = prof.runcall(rackgate.run.judge_run, args.run_dir)
     else:
-        outcome = rackgate.runner.judge_run(args.run_dir)
+        outcome = rackgate.run.judge_run(args.run_dir)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     gc.enable()
     peak = peak_rss_kib()

@@ -42,10 +42,10 @@ from typing import Any
 import standin_checks  # registers the bench.fio_NN stand-ins before any profile is built
 
 from rackgate.checks import REGISTRY
-from rackgate.collect import KILLED_RC, TIMEOUT_RC, Task, wrapped
-from rackgate.evidence import EvidenceStore, write_json
+from rackgate.collect.ansible import KILLED_RC, TIMEOUT_RC, Task, wrapped
 from rackgate.profile import load_profile, profile_from_document
-from rackgate.runner import MANIFEST_SCHEMA, versions
+from rackgate.run import MANIFEST_SCHEMA, versions
+from rackgate.store.evidence import EvidenceStore, write_json
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"

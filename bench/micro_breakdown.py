@@ -25,9 +25,9 @@ from typing import Any
 
 import standin_checks
 
-from rackgate.evidence import Evidence, EvidenceStore
 from rackgate.parsers.fio import _json_start, parse_fio_json
-from rackgate.runner import read_manifest
+from rackgate.run import read_manifest
+from rackgate.store.evidence import Evidence, EvidenceStore
 
 
 def timed(label: str, n: int, scale: int, fn: Callable[[], Any]) -> Any:

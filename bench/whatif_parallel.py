@@ -22,10 +22,10 @@ from typing import Any
 import standin_checks
 
 from rackgate.checks import REGISTRY
-from rackgate.evidence import EvidenceError, EvidenceStore
-from rackgate.judge import judge_evidence, missing_evidence
+from rackgate.judge.evidence import judge_evidence, missing_evidence
 from rackgate.model import Result
-from rackgate.runner import _recorded_profile, node_profiles, read_manifest
+from rackgate.run import _recorded_profile, node_profiles, read_manifest
+from rackgate.store.evidence import EvidenceError, EvidenceStore
 
 _STATE: dict[str, Any] = {}
 

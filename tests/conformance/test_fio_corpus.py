@@ -13,7 +13,7 @@ import pytest
 
 from conftest import CorpusFile, corpus_params
 from rackgate.checks import REGISTRY
-from rackgate.judge import judge_evidence
+from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.fio import parse_fio_json
@@ -21,7 +21,7 @@ from rackgate.profile import load_profile
 
 
 def _evidence(body: str):
-    from rackgate.evidence import Evidence
+    from rackgate.store.evidence import Evidence
 
     return Evidence(host="corpus", check="fio", argv=("fio",), outcome="completed", rc=0,
                     started=None, ended=None, duration_s=None, stderr="", message="",

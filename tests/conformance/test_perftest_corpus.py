@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import CorpusFile, corpus_params
+from rackgate.checks.pairs import judge_pairwise, line_rate_threshold
 from rackgate.model import Status
-from rackgate.pairs import judge_pairwise, line_rate_threshold
 from rackgate.parsers.perftest import parse_ib_read_lat, parse_ib_write_bw
 from rackgate.profile import Hardware, NicSpec
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackgate.collect import check_argv
-from rackgate.demo_rack import BMC_PASSWORD
+from rackgate.collect.ansible import check_argv
+from rackgate.demo.rack import BMC_PASSWORD
 
 pytestmark = pytest.mark.e2e
 
@@ -424,7 +424,7 @@ def test_sound_7_bmc_password_never_in_ps_on_the_demo_rack(provisioned_rack):
             for pid, _, _, cmd, _ in host_processes():
                 if PASSWORD_WORD.search(cmd) or "PASSWORD=" in cmd:
                     leaks.append(f"pid {pid}: {cmd[:300]}")
-                seen.update(t for t in ("ipmitool", "rackgate.redfish") if t in cmd)
+                seen.update(t for t in ("ipmitool", "rackgate.programs.redfish") if t in cmd)
             samples[0] += 1
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -436,7 +436,7 @@ def test_sound_7_bmc_password_never_in_ps_on_the_demo_rack(provisioned_rack):
         done.set()
         sampler.join(timeout=30)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert seen == {"ipmitool", "rackgate.redfish"} and samples[0] > 20, (seen, samples)
+    assert seen == {"ipmitool", "rackgate.programs.redfish"} and samples[0] > 20, (seen, samples)
     assert not leaks, f"{len(leaks)} sightings, e.g. {sorted(set(leaks))[:5]}"
     run_dir = ROOT / "runs" / report_of(proc)["run"]["run_id"]
     for f in run_dir.rglob("*"):

@@ -20,9 +20,9 @@ from typing import TypeVar
 
 import pytest
 
-from rackgate.checks import SECRET_FILE
+from rackgate.checks.base import SECRET_FILE
 from rackgate.checks.redundancy import PsuIpmiParams, judge_psu_ipmi, psu_ipmi_command
-from rackgate.demo_bmc import BmcError, ipmi_console, start_ipmi_sim
+from rackgate.demo.bmc import BmcError, ipmi_console, start_ipmi_sim
 from rackgate.model import Judgement, Status
 from rackgate.parsers.ipmi import parse_ipmi_sdr
 from rackgate.profile import Hardware, PsuSpec

@@ -1,6 +1,6 @@
-"""The real collector (``python -m rackgate.redfish``, DMTF's ``redfish`` client, basic auth)
-against the mockup trees in tests/fixtures/redfish, served over loopback HTTP; then parse
-and judge its output as a run would."""
+"""The real collector (``python -m rackgate.programs.redfish``, DMTF's ``redfish`` client,
+basic auth) against the mockup trees in tests/fixtures/redfish, served over loopback HTTP; then
+parse and judge its output as a run would."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rackgate.checks.cooling import CduParams, PsuRedfishParams, judge_cdu, judge_psu_redfish
-from rackgate.demo_bmc import redfish_handler
+from rackgate.demo.bmc import redfish_handler
 from rackgate.model import Status
 from rackgate.parsers.redfish import parse_redfish_cooling, parse_redfish_power
 from rackgate.profile import Hardware, PsuSpec, Threshold
@@ -62,7 +62,7 @@ def collect(base_url: str, kind: str, *extra: str, password: str = PASSWORD,
     env = dict(os.environ, RACKGATE_BMC_USER=USER, RACKGATE_BMC_PASSWORD=password)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(VALIDATORS),
                                                       env.get("PYTHONPATH")]))
-    argv = [sys.executable, "-m", "rackgate.redfish", "--base-url", base_url,
+    argv = [sys.executable, "-m", "rackgate.programs.redfish", "--base-url", base_url,
             "--timeout", str(timeout_s), *extra, kind]
     assert password not in argv  # credentials travel in the environment only
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rackgate.evidence import EvidenceStore, write_json
 from rackgate.profile import Profile
-from rackgate.runner import MANIFEST_SCHEMA
+from rackgate.run import MANIFEST_SCHEMA
+from rackgate.store.evidence import EvidenceStore, write_json
 
 # a host name, or (name, location, profile_overrides)
 Host = str | tuple[str, str, Mapping[str, Any] | None]

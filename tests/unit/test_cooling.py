@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate import redfish as collector
-from rackgate.checks import SECRET_FILE, CommandError
+from rackgate.checks.base import SECRET_FILE, CommandError
 from rackgate.checks.cooling import (
     CHECKS,
     CduParams,
@@ -27,6 +26,7 @@ from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.redfish import parse_redfish_cooling, parse_redfish_power
 from rackgate.profile import Hardware, PsuSpec, Threshold
+from rackgate.programs import redfish as collector
 
 MOCKUPS = Path(__file__).parents[1] / "fixtures" / "redfish"
 HW = Hardware(psu=PsuSpec(count=6, redundancy="N+2", watts_each=3300,
@@ -238,7 +238,7 @@ def test_cdu_health_rollup_critical_fails():
 def test_commands_take_the_url_from_the_inventory():
     argv = psu_command(PsuRedfishParams(), {"rackgate_bmc_url": "https://bmc1/",
                                             "rackgate_bmc_chassis": "GPU_Board"})
-    assert argv == ["python3", "-m", "rackgate.redfish", "--user", "admin",
+    assert argv == ["python3", "-m", "rackgate.programs.redfish", "--user", "admin",
                     "--password-file", SECRET_FILE, "--base-url", "https://bmc1",
                     "--chassis", "GPU_Board", "--timeout", "10", "power"]
     assert cdu_command(CduParams(cdu="2"), {"rackgate_cdu_url": "http://cdu"})[-5:] == \

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from rackgate import cooling_exporter as exp
-from rackgate import redfish as collector
-from rackgate.demo_bmc import redfish_handler
+from rackgate.demo.bmc import redfish_handler
 from rackgate.parsers.redfish import parse_redfish_cooling, parse_redfish_power
+from rackgate.programs import cooling_exporter as exp
+from rackgate.programs import redfish as collector
 
 MOCKUPS = Path(__file__).parents[1] / "fixtures" / "redfish"
 SECONDARY = "/redfish/v1/ThermalEquipment/CDUs/1/SecondaryCoolantConnectors/1"
@@ -187,8 +187,8 @@ def test_urllib_fetcher_against_the_mockup_on_loopback(mockup_server: str) -> No
 
 def test_once_mode_prints_metrics_and_exit_status(mockup_server: str) -> None:
     env = {"RACKGATE_BMC_USER": "admin", "RACKGATE_BMC_PASSWORD": "s3cret",
-           "PYTHONPATH": str(Path(exp.__file__).parents[1])}
-    run = subprocess.run([sys.executable, "-m", "rackgate.cooling_exporter", "--base-url",
+           "PYTHONPATH": str(Path(exp.__file__).parents[2])}
+    run = subprocess.run([sys.executable, "-m", "rackgate.programs.cooling_exporter", "--base-url",
                           mockup_server, "--once"], capture_output=True, text=True, env=env,
                          timeout=60, check=False)
     assert run.returncode == 0, run.stderr
@@ -197,12 +197,12 @@ def test_once_mode_prints_metrics_and_exit_status(mockup_server: str) -> None:
 
 
 def test_importing_the_exporter_loads_no_heavy_dependency() -> None:
-    code = ("import sys, rackgate.cooling_exporter; "
+    code = ("import sys, rackgate.programs.cooling_exporter; "
             "bad = {'ansible', 'pydantic', 'yaml', 'jinja2', 'rich', 'redfish', "
             "'prometheus_client'} & set(sys.modules); print(sorted(bad))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True,
-                         env={"PYTHONPATH": str(Path(exp.__file__).parents[1])})
+                         env={"PYTHONPATH": str(Path(exp.__file__).parents[2])})
     assert run.stdout.strip() == "[]"
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from rackgate.drift import CHECK, version_drift
+from rackgate.judge.drift import CHECK, version_drift
 from rackgate.model import Result, Status
 
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write
+from rackgate.store.evidence import EvidenceError, EvidenceStore, atomic_write
 
 FIELDS = dict(argv=("fio", "--x"), outcome="completed", rc=0, started="s", ended="e",
               duration_s=1.5, stderr="", message="")

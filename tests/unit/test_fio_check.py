@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rackgate.checks import CommandError
+from rackgate.checks.base import CommandError
 from rackgate.checks.fio import SeqReadParams, judge_seq_read, seq_read_command
 from rackgate.model import Status
 from rackgate.parsers.fio import parse_fio_json

@@ -6,7 +6,10 @@ import sqlite3
 
 import pytest
 
-from rackgate.history import (
+from rackgate.model import Result, Status, node_verdict, rack_verdict
+from rackgate.profile import load_profile
+from rackgate.reports import report_document
+from rackgate.store.history import (
     SCHEMA_VERSION,
     HistoryError,
     default_history_path,
@@ -14,9 +17,6 @@ from rackgate.history import (
     open_history,
     record_report,
 )
-from rackgate.model import Result, Status, node_verdict, rack_verdict
-from rackgate.profile import load_profile
-from rackgate.reports import report_document
 
 SEQ, RAND = "fio.seq_read", "fio.rand_read"  # RAND: a second check name, as a report carries it
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks import CommandError
+from rackgate.checks.base import CommandError
 from rackgate.checks.infiniband import (
     LosslessParams,
     PortsParams,

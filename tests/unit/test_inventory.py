@@ -46,7 +46,7 @@ def test_ansible_inventory_is_on_path():
 
 
 def test_profile_overrides_from_several_variables_are_merged():
-    from rackgate.runner import RunError, host_overrides
+    from rackgate.run import RunError, host_overrides
 
     hv = {"rackgate_profile_overrides": {"checks": {"fio.seq_read": {"enabled": False}}},
           "rackgate_profile_overrides_bmc": {"checks": {"redundancy.psu_ipmi": {

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from rackgate.checks import REGISTRY
-from rackgate.evidence import Evidence
-from rackgate.judge import judge_evidence
+from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Status
 from rackgate.profile import load_profile
+from rackgate.store.evidence import Evidence
 
 CHECK = REGISTRY["fio.seq_read"]
 

@@ -15,9 +15,9 @@ from rackgate.checks import REGISTRY
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
-from rackgate.probes import source
 from rackgate.profile import load_profile, profile_from_document
-from rackgate.runner import NO_LAUNCH_HOST, judge_run, verify_report
+from rackgate.programs.probes import source
+from rackgate.run import NO_LAUNCH_HOST, judge_run, verify_report
 
 CHECK = REGISTRY["mpi.allreduce"]
 PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576)

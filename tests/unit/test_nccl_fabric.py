@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rackgate.checks import CommandError
+from rackgate.checks.base import CommandError
 from rackgate.checks.nccl_fabric import (
     NcclFabricParams,
     fabric_command,
@@ -15,8 +15,8 @@ from rackgate.checks.nccl_fabric import (
     parse_fabric,
 )
 from rackgate.parsers import ParseError
-from rackgate.probes import source
 from rackgate.profile import Threshold, load_profile
+from rackgate.programs.probes import source
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 HW = load_profile("dgx-h100").model.hardware
@@ -51,7 +51,7 @@ def test_one_job_over_every_gpu_of_every_node() -> None:
 def test_per_rail_runs_one_job_per_rail_on_its_gpu_and_hca() -> None:
     argv = fabric_command(NcclFabricParams(per_rail=True, rail_hcas=HCAS),
                           {"rackgate_nodes": ["gpu01", "gpu02"]})
-    # the job sequencer (probes/srun_rounds.py) behind the readiness guard: no shell script
+    # the job sequencer (programs/probes/srun_rounds.py) behind the readiness guard: no shell script
     assert argv[3:7] == ["gpu01,gpu02", "--", "python3", "-c"]
     assert argv[7] == source("srun_rounds")
     assert argv[8:10] == ["### rackgate-rails rails=8", "### end"]

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks import REGISTRY, CommandError
+from rackgate.checks import REGISTRY
+from rackgate.checks.base import CommandError
 from rackgate.checks.nccl import (
     NcclParams,
     all_reduce_command,
@@ -18,10 +19,10 @@ from rackgate.checks.nccl import (
     nccl_applies,
     rail_split_env,
 )
+from rackgate.judge.peers import flag_peer_outliers
 from rackgate.model import Result, Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import NcclTestsRun, parse_nccl_tests
-from rackgate.peers import flag_peer_outliers
 from rackgate.profile import load_profile
 
 H100 = load_profile("dgx-h100")
@@ -300,7 +301,7 @@ def test_per_rail_is_refused_at_node_scope_and_given_to_the_multinode_runner():
 
 
 def test_checks_skip_on_the_demo_profile_with_a_reason():
-    from rackgate.judge import not_applicable
+    from rackgate.judge.evidence import not_applicable
     demo = load_profile("demo")
     for name in ("nccl.all_reduce", "nccl.all_gather", "nccl.reduce_scatter", "nccl.alltoall",
                  "nccl.sendrecv"):

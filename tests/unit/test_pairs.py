@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.model import Status
-from rackgate.pairs import (
+from rackgate.checks.pairs import (
     DEFAULT_MIN_RATIO,
     judge_pairwise,
     line_rate_threshold,
     node_results,
     round_robin,
 )
+from rackgate.model import Status
 from rackgate.profile import Hardware, NicSpec
 
 SRC = "DGX H100/H200 User Guide, Table 1 (test copy)"

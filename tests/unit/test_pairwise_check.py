@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from stored_runs import write_run
 
-from rackgate.checks import REGISTRY, CommandError
+from rackgate.checks import REGISTRY
+from rackgate.checks.base import CommandError
+from rackgate.checks.pairs import round_robin
 from rackgate.checks.pairwise import (
     PAIR_TASK,
     PairwiseParams,
@@ -19,11 +21,10 @@ from rackgate.checks.pairwise import (
     pairwise_command,
     schedule_argv,
 )
-from rackgate.pairs import round_robin
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.profile import load_profile
-from rackgate.runner import judge_run, verify_report
+from rackgate.run import judge_run, verify_report
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
 CHECK = REGISTRY["fabric.pairwise_bw"]

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from rackgate.judge.peers import flag_peer_outliers
 from rackgate.model import Result, Status
-from rackgate.peers import flag_peer_outliers
 
 
 def results(values, better="higher", status=Status.PASS):

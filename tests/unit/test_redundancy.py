@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks import SECRET_FILE, CommandError
+from rackgate.checks.base import SECRET_FILE, CommandError
 from rackgate.checks.redundancy import (
     BondingParams,
     MultipathParams,

@@ -1,4 +1,4 @@
-"""The SLURM readiness guard (probes/slurm_ready.py), run as the launch host runs it:
+"""The SLURM readiness guard (programs/probes/slurm_ready.py), run as the launch host runs it:
 ``python3 -c <text> NODES -- COMMAND``, with a stand-in ``sinfo`` on PATH.
 
 The stand-in prints what ``sinfo --Node --noheader --format=%N|%T|%E`` prints (sinfo(1):
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rackgate.launch import when_slurm_ready
-from rackgate.probes.slurm_ready import node_states, not_ready
+from rackgate.collect.launch import when_slurm_ready
+from rackgate.programs.probes.slurm_ready import node_states, not_ready
 
 
 def fake_sinfo(tmp_path: Path, lines: str, rc: int = 0) -> dict[str, str]:
@@ -91,7 +91,7 @@ def test_a_node_in_two_partitions_counts_once() -> None:
 
 
 def test_node_names_are_plain_host_names() -> None:
-    from rackgate.launch import LaunchError
+    from rackgate.collect.launch import LaunchError
 
     with pytest.raises(LaunchError, match="not a plain host name"):
         when_slurm_ready(("n1", "n2;reboot"), ["srun", "x"])

@@ -31,11 +31,11 @@ from typing import Any
 import pytest
 import yaml
 
-from rackgate.collect import Task, collect
-from rackgate.demo_bmc import BmcError, redfish_handler, start_ipmi_sim
-from rackgate.evidence import EvidenceStore
+from rackgate.collect.ansible import Task, collect
+from rackgate.demo.bmc import BmcError, redfish_handler, start_ipmi_sim
 from rackgate.profile import load_profile
-from rackgate.runner import RunError, new_run_dir, resume, validate
+from rackgate.run import RunError, new_run_dir, resume, validate
+from rackgate.store.evidence import EvidenceStore
 
 ROOT = Path(__file__).resolve().parents[2]
 MOCKUP = ROOT / "tests" / "fixtures" / "redfish" / "healthy"
@@ -251,7 +251,7 @@ def test_sound_7_bmc_password_never_in_ps_environment_evidence_or_reports(
     })
     prof = load_profile(str(profile_file(tmp_path / "bmc.yaml", [
         "redundancy.psu_ipmi", "redundancy.psu_redfish", "cooling.cdu"])))
-    sampler = Sampler(PASSWORD, ("ipmitool", "rackgate.redfish"))
+    sampler = Sampler(PASSWORD, ("ipmitool", "rackgate.programs.redfish"))
     sampler.start()
     try:
         outcome = validate([str(inv)], prof, runs_dir=tmp_path / "runs")
@@ -263,7 +263,7 @@ def test_sound_7_bmc_password_never_in_ps_environment_evidence_or_reports(
     assert statuses[("bmc-ipmi", "redundancy.psu_ipmi")] == "pass", statuses
     assert statuses[("bmc-redfish", "redundancy.psu_redfish")] == "pass", statuses
     assert statuses[("bmc-ipmi", "cooling.cdu")] == "pass", statuses
-    assert sampler.seen == {"ipmitool", "rackgate.redfish"}, sampler.seen
+    assert sampler.seen == {"ipmitool", "rackgate.programs.redfish"}, sampler.seen
     assert sampler.samples > 20
     assert not sampler.leaks, f"{len(sampler.leaks)} sightings:\n" + "\n".join(
         sorted(set(sampler.leaks))[:10])
@@ -351,7 +351,7 @@ def test_sound_11_sigterm_stops_launching_ends_children_and_exits_2(
     proc = _cli("validate", "-i", str(inv), "--profile", str(prof), "--runs-dir", str(runs))
     try:
         queries = wait_for(lambda: {p for p, c in marked(redfish.url).items()
-                                    if "rackgate.redfish" in c}, 60)
+                                    if "rackgate.programs.redfish" in c}, 60)
         assert queries, "the BMC queries never started"
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -391,7 +391,7 @@ def test_sound_11_resume_ends_what_a_killed_run_left_before_collecting(
     proc = _cli("validate", "-i", str(inv), "--profile", str(prof), "--runs-dir", str(runs),
                 start_new_session=True)
     try:
-        assert wait_for(lambda: any("rackgate.redfish" in c
+        assert wait_for(lambda: any("rackgate.programs.redfish" in c
                                     for c in marked(redfish.url).values()), 60), \
             "the BMC query never started"
         os.killpg(proc.pid, signal.SIGKILL)
@@ -410,7 +410,7 @@ def test_sound_11_resume_ends_what_a_killed_run_left_before_collecting(
             while not done.is_set():
                 now = {**marked(str(inv)), **marked(redfish.url)}
                 fresh = [p for p, c in now.items() if p not in orphans and
-                         "rackgate.redfish" in c]
+                         "rackgate.programs.redfish" in c]
                 if fresh and set(now) & set(orphans):
                     overlap.append(f"orphans {sorted(set(now) & set(orphans))} beside the "
                                    f"new query {fresh}")
@@ -438,7 +438,7 @@ def test_sound_11_node_lock_ends_a_holder_of_the_same_run_only(tmp_path: Path) -
     """On a node, a command left running by a killed attempt of this run holds the node
     lock; the next command of the same run (same token) ends it and runs, while a command
     of another run waits (bounded) and gives up naming the holder."""
-    from rackgate.collect import LOCK_BUSY_RC, wrapped
+    from rackgate.collect.ansible import LOCK_BUSY_RC, wrapped
 
     lock = str(tmp_path / "node.lock")
     left = Task("n1", "x.sleep", ("sleep", "60"), 120, lock_file=lock)
@@ -538,7 +538,7 @@ def test_sound_12_two_collections_on_one_node_never_overlap(tmp_path: Path) -> N
 def test_sound_12_busy_node_is_refused_naming_the_holder(tmp_path: Path) -> None:
     """A node whose lock another run holds past the wait: the command is not run, and
     the evidence says who holds the node."""
-    from rackgate.collect import wrapped
+    from rackgate.collect.ansible import wrapped
 
     lock = str(tmp_path / "node.lock")
     holder = subprocess.Popen(wrapped(Task("n1", "x", ("sleep", "30"), 60, lock_file=lock),

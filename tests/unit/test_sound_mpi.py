@@ -17,13 +17,13 @@ from stored_runs import strict_json, write_run
 
 from rackgate.checks import REGISTRY
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
-from rackgate.evidence import Evidence
-from rackgate.judge import judge_launched
+from rackgate.judge.evidence import judge_launched
 from rackgate.model import Result
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.profile import Profile, Threshold, load_profile, profile_from_document
-from rackgate.runner import judge_run
+from rackgate.run import judge_run
+from rackgate.store.evidence import Evidence
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "mpi"
 CHECK = REGISTRY["mpi.allreduce"]

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rackgate.checks import REGISTRY, CommandError
+from rackgate.checks import REGISTRY
+from rackgate.checks.base import CommandError
 from rackgate.checks.nccl import NcclParams, judge_nccl
 from rackgate.checks.nccl_fabric import (
     NcclFabricParams,
@@ -30,12 +31,12 @@ from rackgate.checks.nccl_fabric import (
     judge_fabric,
     parse_fabric,
 )
-from rackgate.evidence import Evidence
-from rackgate.judge import judge_launched
+from rackgate.judge.evidence import judge_launched
 from rackgate.model import Result
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import parse_nccl_tests
 from rackgate.profile import Profile, ProfileError, load_profile, profile_from_document
+from rackgate.store.evidence import Evidence
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 H100 = load_profile("dgx-h100")

@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 
 from rackgate.checks import REGISTRY
+from rackgate.checks.pairs import round_robin
 from rackgate.checks.pairwise import PairwiseParams, pairwise_command
-from rackgate.evidence import Evidence
-from rackgate.judge import judge_launched
+from rackgate.judge.evidence import judge_launched
 from rackgate.model import Result
-from rackgate.pairs import round_robin
 from rackgate.parsers import ParseError
 from rackgate.parsers.perftest import parse_ib_write_bw
 from rackgate.profile import load_profile
+from rackgate.store.evidence import Evidence
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
 CHECK = REGISTRY["fabric.pairwise_bw"]

@@ -26,14 +26,14 @@ from rich.progress import (
 from rich.table import Table
 
 from rackgate import __version__
-from rackgate.checks import REGISTRY, Check
-from rackgate.collect import Interrupted, Stop
-from rackgate.demo_rack import DemoError
-from rackgate.history import HistoryError, default_history_path, node_history, open_history
+from rackgate.checks import REGISTRY
+from rackgate.checks.base import Check
+from rackgate.collect.ansible import Interrupted, Stop
+from rackgate.demo.rack import DemoError
 from rackgate.inventory import InventoryError, load_inventory
 from rackgate.model import Verdict
 from rackgate.profile import available_profiles
-from rackgate.runner import (
+from rackgate.run import (
     RunError,
     RunOutcome,
     judge_run,
@@ -42,6 +42,7 @@ from rackgate.runner import (
     validate,
     verify_report,
 )
+from rackgate.store.history import HistoryError, default_history_path, node_history, open_history
 
 EXIT_ACCEPT, EXIT_REJECT, EXIT_CANNOT_RUN = 0, 1, 2
 STATUS_STYLE = {"pass": "green", "skip": "dim", "warn": "yellow", "fail": "red bold",
@@ -195,7 +196,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from rackgate import demo_rack
+    from rackgate.demo import rack as demo_rack
 
     os.environ.setdefault("ANSIBLE_VAULT_IDENTITY_LIST",
                           f"demo@{demo_rack.REPO / 'molecule/demo-bmc/vault-password.txt'}")

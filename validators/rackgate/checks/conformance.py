@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rackgate.checks import Check, Scope
+from rackgate.checks.base import Check, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.conformance import Conformance, parse_conformance
 from rackgate.profile import Hardware, Threshold

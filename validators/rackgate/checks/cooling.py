@@ -1,6 +1,6 @@
 """Redfish checks: power-supply redundancy and the liquid-cooling CDU, read from the BMC.
 
-Both run ``python3 -m rackgate.redfish`` (the collector: basic auth as
+Both run ``python3 -m rackgate.programs.redfish`` (the collector: basic auth as
 ``rackgate_bmc_user``, the password read from a private file the collector makes from
 ``rackgate_bmc_password``, one JSON document of raw resources).
 
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks import SECRET_FILE, Check, CommandError, Scope, compare
+from rackgate.checks.base import SECRET_FILE, Check, CommandError, Scope, compare
 from rackgate.checks.findings import Finding, message, verdict
 from rackgate.checks.redundancy import INPUT_OVER_RATING, MAX_PSU_INPUT_W
 from rackgate.model import Judgement, Status
@@ -94,7 +94,7 @@ def _collector(hostvars: Mapping[str, Any]) -> list[str]:
             not c.isprintable() for c in user):
         raise CommandError(f"rackgate_bmc_user must be a user name in clear (vault the "
                            f"password, rackgate_bmc_password), got {user!r}")
-    return ["python3", "-m", "rackgate.redfish", "--user", user, "--password-file",
+    return ["python3", "-m", "rackgate.programs.redfish", "--user", user, "--password-file",
             SECRET_FILE]
 
 

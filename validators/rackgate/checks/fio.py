@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rackgate.checks import Check, CommandError, Scope, compare
+from rackgate.checks.base import Check, CommandError, Scope, compare
 from rackgate.model import Judgement, Status
 from rackgate.parsers.fio import FioDirection, FioRun, parse_fio_json
 from rackgate.profile import Hardware, Threshold

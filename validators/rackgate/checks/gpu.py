@@ -38,7 +38,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks import Check, Scope
+from rackgate.checks.base import Check, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nvidia_smi import REASONS, Gpu, GpuQuery, parse_nvidia_smi_xml
 from rackgate.profile import Hardware, Threshold

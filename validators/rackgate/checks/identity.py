@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks import Check, Scope
+from rackgate.checks.base import Check, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.identity import FIELDS, Identity, parse_identity
 from rackgate.profile import Hardware, Threshold

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks import Check, CommandError, Scope
+from rackgate.checks.base import Check, CommandError, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.infiniband import DcbPort, IbPort, IbStat, parse_dcb_sections, parse_ibstat
 from rackgate.profile import Hardware, NicSpec, Threshold

@@ -1,7 +1,7 @@
 """MPI checks: a collective across the nodes under test, launched by the cluster's scheduler.
 
 - ``mpi.allreduce``: MPI_Allreduce bandwidth across every node of the run, with rackgate's
-  probe (``probes/mpi_allreduce.py``, mpi4py) launched once through ``srun`` (SLURM, the
+  probe (``programs/probes/mpi_allreduce.py``, mpi4py) launched once through ``srun`` (SLURM, the
   default) or ``mpirun``, from the launch host (``rackgate_launch_host``, by default the
   first host of the inventory group ``slurm_controller``). Judged on ``busbw`` (GB/s): the
   median bus bandwidth of the message sizes of at least ``judge_min_bytes``; any wrong
@@ -35,8 +35,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rackgate.checks import Check, CommandError, Scope, compare, implausible
-from rackgate.launch import (
+from rackgate.checks.base import Check, CommandError, Scope, compare, implausible
+from rackgate.collect.launch import (
     NODES_LOCK_VAR,
     PARTITION,
     PROGRAM,
@@ -50,8 +50,8 @@ from rackgate.launch import (
 )
 from rackgate.model import Judgement, Result, Status
 from rackgate.parsers.mpi_allreduce import AllreduceRun, parse_mpi_allreduce
-from rackgate.probes import source
 from rackgate.profile import Hardware, Threshold
+from rackgate.programs.probes import source
 
 NAME = "mpi.allreduce"
 

@@ -49,8 +49,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rackgate.checks import Check, CommandError, Scope, compare, implausible
-from rackgate.launch import PATH_NAME, plain
+from rackgate.checks.base import Check, CommandError, Scope, compare, implausible
+from rackgate.collect.launch import PATH_NAME, plain
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nccl_tests import NcclRow, NcclTestsRun, parse_nccl_tests
 from rackgate.profile import Hardware, Threshold

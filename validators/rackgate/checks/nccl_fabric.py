@@ -12,7 +12,7 @@ training job uses it.
   then crosses exactly one port, so a rail's busbw compares with one port's line rate and
   a bad rail (a cable, an HCA, a leaf-switch port) is named instead of being averaged away
   by NCCL spreading traffic over the healthy ones. The jobs run through rackgate's job
-  sequencer (``probes/srun_rounds.py``, sent as text: every srun is an argv list, no shell
+  sequencer (``programs/probes/srun_rounds.py``, sent as text: every srun is an argv list, no shell
   ever reads a value) and come back as sections (``### rackgate-rails rails=<n>``, then
   ``### rail index=<i> hca=<hca> rc=<rc>`` per rail, ``### end``).
 
@@ -39,9 +39,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rackgate.checks import Check, CommandError, Scope, compare
+from rackgate.checks.base import Check, CommandError, Scope, compare
 from rackgate.checks.nccl import NcclParams, binary_dir, plateau, size_bytes
-from rackgate.launch import (
+from rackgate.collect.launch import (
     HCA_PORT,
     NODES_LOCK_VAR,
     PARTITION,

@@ -5,7 +5,7 @@ round-robin tournament and launched through the scheduler.
   when N is odd) in which no node is in two pairs; the pairs of a round run in parallel,
   one ``srun`` job of two tasks each (the server on the pair's first node, the client on
   the second, told apart by ``SLURMD_NODENAME``), rounds one after the other. The schedule
-  runs once on the launch host through rackgate's job sequencer (``probes/srun_rounds.py``,
+  runs once on the launch host through rackgate's job sequencer (``programs/probes/srun_rounds.py``,
   sent as text), which starts every srun from its argv list and prints each pair's output
   after its round (``parsers/pairwise.py``). No shell script is generated from data: on the
   nodes each task runs ``PAIR_TASK``, a constant ``bash -c`` text that receives the server's
@@ -33,8 +33,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rackgate.checks import Check, CommandError, Scope
-from rackgate.launch import (
+from rackgate.checks.base import Check, CommandError, Scope
+from rackgate.checks.pairs import (
+    DEFAULT_MIN_RATIO,
+    judge_pairwise,
+    line_rate_threshold,
+    node_results,
+    round_robin,
+)
+from rackgate.collect.launch import (
     NODES_LOCK_VAR,
     RDMA_DEVICE,
     Launch,
@@ -45,13 +52,6 @@ from rackgate.launch import (
     when_slurm_ready,
 )
 from rackgate.model import Judgement, Result, Status
-from rackgate.pairs import (
-    DEFAULT_MIN_RATIO,
-    judge_pairwise,
-    line_rate_threshold,
-    node_results,
-    round_robin,
-)
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import CLIENT_MARK, PairOutput, PairwiseRun, parse_pairwise
 from rackgate.parsers.perftest import parse_ib_write_bw

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rackgate.checks import SECRET_FILE, Check, CommandError, Scope, compare
+from rackgate.checks.base import SECRET_FILE, Check, CommandError, Scope, compare
 from rackgate.checks.findings import Finding, message, verdict
 from rackgate.model import Judgement, Status
 from rackgate.parsers.bonding import NO_PARTNER, Bond, BondingReport, parse_bonding

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks import Check, Scope
+from rackgate.checks.base import Check, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.dcgm import DcgmDiag, parse_dcgm_diag
 from rackgate.parsers.nvlink import NvLinkStatus, parse_nvlink_status

@@ -1,4 +1,4 @@
-"""Parser for the output of rackgate's MPI all-reduce probe (``probes/mpi_allreduce.py``).
+"""Parser for the output of rackgate's MPI all-reduce probe (``programs/probes/mpi_allreduce.py``).
 
 Format (the probe's own, documented in its header): JSON objects, one per line, printed by
 rank 0. The first has ``"probe": "mpi_allreduce"`` with ``ranks``, ``hosts`` (the

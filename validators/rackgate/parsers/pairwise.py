@@ -1,6 +1,6 @@
 """Parser for the output of rackgate's pairwise run (``checks/pairwise.py``): one
 ``ib_write_bw`` server/client job per node pair, the pairs of a round in parallel (the job
-sequencer, ``probes/srun_rounds.py``), printed after each round as sections, one per pair,
+sequencer, ``programs/probes/srun_rounds.py``), printed after each round as sections, one per pair,
 in schedule order:
 
     ### rackgate-pairwise nodes=n1,n2,n3,n4 rounds=3

@@ -1,6 +1,6 @@
 """Parsers for Redfish power and cooling resources (DMTF DSP0268 / DSP2046 schemas).
 
-Input is JSON text: either the document ``python -m rackgate.redfish`` prints
+Input is JSON text: either the document ``python -m rackgate.programs.redfish`` prints
 (``{"collector": "rackgate.redfish", "resources": {<@odata.id>: <resource>, ...}}``) or one
 or more raw Redfish resources one after the other, as a BMC returns them. Lines before
 the first line that starts with ``{`` are ignored (fixture headers, warnings).

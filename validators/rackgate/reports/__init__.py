@@ -34,7 +34,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
                     node_profiles: Mapping[str, Profile] | None = None,
                     pairwise: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The JSON report as a dict; ``pairwise`` are judged node-pair matrices, already in
-    their report form (``rackgate.pairs.PairwiseMatrix.to_doc()``), added only when given."""
+    their report form (``rackgate.checks.pairs.PairwiseMatrix.to_doc()``), added only when given."""
     statuses = Counter(r.status.label for n in rack.nodes for r in n.results)
     nodes = []
     for n in rack.nodes:

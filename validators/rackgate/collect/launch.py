@@ -22,13 +22,13 @@ Two launchers:
   ``--tag-output``.
 
 Every srun launch goes behind :func:`when_slurm_ready`: rackgate's guard
-(``probes/slurm_ready.py``, sent as text) asks ``sinfo --Node`` for exactly the nodes of
+(``programs/probes/slurm_ready.py``, sent as text) asks ``sinfo --Node`` for exactly the nodes of
 the job and starts it only when every one is ``idle``; otherwise it fails at once, naming
 each node that is not ready with SLURM's state and reason, instead of queueing a job that
 can never start.
 
 Where one check is many jobs (per-rail nccl-tests, the pairwise matrix), they run through
-:func:`rounds_argv`: rackgate's job sequencer (``probes/srun_rounds.py``, sent as text),
+:func:`rounds_argv`: rackgate's job sequencer (``programs/probes/srun_rounds.py``, sent as text),
 which receives every job's argv as separate arguments and starts each with ``subprocess``.
 No shell script is ever generated from data, and every identifier that reaches a command
 line (node, partition, RDMA device, path, environment name) is checked in full against its
@@ -58,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rackgate.probes import source
+from rackgate.programs.probes import source
 
 # Every identifier that reaches a command line is checked against one of these with
 # ``fullmatch`` and ``\Z`` (never ``match`` with ``$``, which accepts a trailing newline).
@@ -233,7 +233,7 @@ def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str]) -> list[str]:
 
 def rounds_argv(head: str, end: str,
                 rounds: Sequence[Sequence[tuple[str, Sequence[str]]]]) -> list[str]:
-    """The job sequencer (``probes/srun_rounds.py``, sent as text): ``rounds`` of (section
+    """The job sequencer (``programs/probes/srun_rounds.py``, sent as text): ``rounds`` of (section
     line, job argv), the jobs of a round in parallel. Every value is its own argument and
     every job runs from its argv list: nothing is read by a shell.
 

@@ -164,7 +164,7 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
     >>> [p.name for p in m.weak], m.culprit, m.status.label
     (['n1 <-> n3', 'n2 <-> n3'], 'n3', 'fail')
     """
-    from rackgate.checks import implausible  # here: rackgate.checks imports this module
+    from rackgate.checks.base import implausible
 
     errors, evidence = errors or {}, evidence or {}
     known = set(nodes)

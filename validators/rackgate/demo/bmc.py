@@ -7,7 +7,7 @@
   mockups (``<root>/X/index.json`` is ``/redfish/v1/X``); files are re-read per request, so
   rewriting one (a leak detector's state) is a fault injected at run time.
 
-``python -m rackgate.demo_bmc redfish --root DIR --port N`` serves until killed; the
+``python -m rackgate.demo.bmc redfish --root DIR --port N`` serves until killed; the
 expected user and password come from RACKGATE_BMC_USER / RACKGATE_BMC_PASSWORD.
 """
 
@@ -65,7 +65,7 @@ def serve_redfish(root: Path, port: int, user: str, password: str) -> None:
     server.serve_forever()
 
 
-IPMI_SIM_FILES = Path(__file__).resolve().parents[2] / "molecule" / "demo-bmc" / "ipmi_sim"
+IPMI_SIM_FILES = Path(__file__).resolve().parents[3] / "molecule" / "demo-bmc" / "ipmi_sim"
 
 
 class BmcError(RuntimeError):
@@ -142,7 +142,7 @@ def start_ipmi_sim(work_dir: Path, lan_port: int, console_port: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rackgate.demo_bmc")
+    p = argparse.ArgumentParser(prog="python -m rackgate.demo.bmc")
     sub = p.add_subparsers(dest="what", required=True)
     r = sub.add_parser("redfish", help="serve a Redfish mockup tree on 127.0.0.1")
     r.add_argument("--root", required=True, type=Path)

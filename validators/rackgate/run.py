@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from rackgate import __version__
-from rackgate.checks import REGISTRY, Check, CommandError, select
-from rackgate.collect import (
+from rackgate.checks import REGISTRY, select
+from rackgate.checks.base import Check, CommandError
+from rackgate.collect.ansible import (
     DEFAULT_LOCK_FILE,
     Interrupted,
     Stop,
@@ -35,11 +36,10 @@ from rackgate.collect import (
     end_collection,
     release_nodes,
 )
-from rackgate.drift import version_drift
-from rackgate.evidence import EvidenceError, EvidenceStore, atomic_write, json_kind, write_json
-from rackgate.history import HistoryError, default_history_path, open_history, record_report
+from rackgate.collect.launch import NODES_LOCK_VAR
 from rackgate.inventory import Inventory, load_inventory
-from rackgate.judge import (
+from rackgate.judge.drift import version_drift
+from rackgate.judge.evidence import (
     absent_from_profile,
     describe,
     finite,
@@ -48,9 +48,8 @@ from rackgate.judge import (
     missing_evidence,
     not_applicable,
 )
-from rackgate.launch import NODES_LOCK_VAR
+from rackgate.judge.peers import flag_peer_outliers
 from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
-from rackgate.peers import flag_peer_outliers
 from rackgate.profile import (
     Profile,
     ProfileError,
@@ -62,6 +61,14 @@ from rackgate.reports import report_document
 from rackgate.reports.html import render_html
 from rackgate.reports.junit import render_junit
 from rackgate.reports.markdown import render_markdown
+from rackgate.store.evidence import (
+    EvidenceError,
+    EvidenceStore,
+    atomic_write,
+    json_kind,
+    write_json,
+)
+from rackgate.store.history import HistoryError, default_history_path, open_history, record_report
 
 MANIFEST_SCHEMA = "rackgate.manifest/1"
 

@@ -13,7 +13,7 @@ What the collector guarantees, and how:
   records the argv the command module ran (its ``cmd``).
 - **Secrets stay out of argv, environments and logs.** A check that needs a credential
   names the inventory variable (:attr:`Task.secret_var`) and puts :data:`SECRET_FILE` in
-  its argv where the command takes a password file (``ipmitool -f``, ``rackgate.redfish
+  its argv where the command takes a password file (``ipmitool -f``, ``rackgate.programs.redfish
   --password-file``). The collector replaces that word with the path of a file in its
   private 0700 directory; Ansible writes the value there (``no_log``, mode 0600) and
   removes it after the host's commands, and the directory goes when collection ends (after
@@ -58,10 +58,10 @@ from typing import Any
 
 import yaml
 
-from rackgate.checks import SECRET_FILE
-from rackgate.evidence import EvidenceStore
+from rackgate.checks.base import SECRET_FILE
+from rackgate.store.evidence import EvidenceStore
 
-COLLECT_PLAYBOOK = Path(__file__).parent / "ansible" / "collect.yml"
+COLLECT_PLAYBOOK = Path(__file__).parent / "playbooks" / "collect.yml"
 TIMEOUT_RC = 124  # timeout(1): the command ran out of time
 KILLED_RC = 137  # timeout(1) --kill-after: it ignored SIGTERM too
 LOCK_BUSY_RC = 75  # the lock script: the node lock was not taken (EX_TEMPFAIL)
@@ -424,7 +424,7 @@ def end_collection(run_dir: Path) -> list[str]:
 
 
 _LAUNCHER = """#!{python}
-# rackgate's ansible-playbook launcher (rackgate/collect.py): asks for SIGTERM when
+# rackgate's ansible-playbook launcher (rackgate/collect/ansible.py): asks for SIGTERM when
 # rackgate dies, records this pid and start time in the run directory, execs Ansible.
 import ctypes, json, os, signal, socket, sys
 RECORD, PARENT, DOC, PLAYBOOK = {record!r}, {parent!r}, {doc!r}, {playbook!r}

@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from rackgate.checks import Check
-from rackgate.collect import check_argv
-from rackgate.evidence import Evidence
+from rackgate.checks.base import Check
+from rackgate.collect.ansible import check_argv
 from rackgate.model import Result, Status
 from rackgate.parsers import ParseError
 from rackgate.profile import Profile
+from rackgate.store.evidence import Evidence
 
 NOT_EXECUTABLE_RC = (126, 127)  # timeout(1) and shells: cannot execute / not found
 

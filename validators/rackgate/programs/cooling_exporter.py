@@ -4,7 +4,7 @@
         --base-url https://bmc1 --chassis 1 --cdu 1 --listen 0.0.0.0 --port 9731 --interval 30
 
 A poller thread walks the BMC every ``--interval`` seconds with the collector's walks
-(``rackgate.redfish.walk_cooling`` / ``walk_power``) over a small stdlib HTTP client with
+(``rackgate.programs.redfish.walk_cooling`` / ``walk_power``) over a small stdlib HTTP client with
 basic auth, parses what it read with ``rackgate.parsers.redfish`` (the same parser the
 acceptance checks use: no second parser), turns the records into samples with the pure
 function :func:`samples`, and keeps the latest set; ``/metrics`` (prometheus_client) serves
@@ -50,7 +50,7 @@ from rackgate.parsers.redfish import (
     parse_redfish_cooling,
     parse_redfish_power,
 )
-from rackgate.redfish import (
+from rackgate.programs.redfish import (
     COLLECTOR,
     PASSWORD_VAR,
     USER_VAR,

@@ -7,7 +7,7 @@ The hosts come from ``inventory/demo`` (every host whose ``ansible_connection`` 
 Each container has a fixed address, and every member's name and address are written into
 every member's /etc/hosts (``podman run --add-host``): the rack never depends on the
 network's DNS, which podman's CNI backend provides only with the dnsname plugin.
-The BMCs (rackgate.demo_bmc): ipmi_sim on 127.0.0.1:9623 (console 9624) for rg-node01,
+The BMCs (rackgate.demo.bmc): ipmi_sim on 127.0.0.1:9623 (console 9624) for rg-node01,
 and a Redfish mockup service on 127.0.0.1:9625 for rg-node02's BMC and the rack's CDU.
 Their state lives in ``.state/demo`` so that a fault injected there is undone by ``heal``.
 This needs a source checkout of rackgate: the image recipe and simulator files live there.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rackgate.inventory import Inventory
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 STATE = REPO / ".state" / "demo"
 REDFISH_MOCKUP = REPO / "tests" / "fixtures" / "redfish" / "healthy"
 IPMI_LAN_PORT, IPMI_CONSOLE_PORT, REDFISH_PORT = 9623, 9624, 9625
@@ -223,7 +223,7 @@ def stop_bmcs() -> None:
 
 def start_bmcs(fresh: bool = False) -> list[NodeState]:
     """Start the simulated BMCs unless they run; ``fresh`` restarts them from clean state."""
-    from rackgate import demo_bmc
+    from rackgate.demo import bmc as demo_bmc
 
     if fresh:
         stop_bmcs()
@@ -241,7 +241,7 @@ def start_bmcs(fresh: bool = False) -> list[NodeState]:
         env = {**os.environ, "RACKGATE_BMC_USER": BMC_USER, "RACKGATE_BMC_PASSWORD": BMC_PASSWORD}
         with (STATE / "redfish.log").open("wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "rackgate.demo_bmc", "redfish", "--root", str(root),
+                [sys.executable, "-m", "rackgate.demo.bmc", "redfish", "--root", str(root),
                  "--port", str(REDFISH_PORT)], env=env, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         (STATE / "redfish.pid").write_text(str(proc.pid))
@@ -279,7 +279,7 @@ def _edit_json(rel: str, change: dict[str, object]) -> None:
 
 def inject(inv: Inventory, fault: str) -> str:
     """Break one named thing in the simulators or containers; returns what was broken."""
-    from rackgate import demo_bmc
+    from rackgate.demo import bmc as demo_bmc
 
     if fault not in FAULTS:
         raise DemoError(f"unknown fault {fault!r} (faults: {', '.join(FAULTS)})")

@@ -11,5 +11,5 @@ from importlib import resources
 
 
 def source(name: str) -> str:
-    """The text of probe ``name`` (``mpi_allreduce`` is ``probes/mpi_allreduce.py``)."""
+    """The text of probe ``name`` (``mpi_allreduce`` is ``programs/probes/mpi_allreduce.py``)."""
     return resources.files(__package__).joinpath(f"{name}.py").read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """Redfish collector: walk a BMC's (or a CDU's) power or cooling resources, print them as JSON.
 
-    python -m rackgate.redfish --user USER --password-file FILE \\
+    python -m rackgate.programs.redfish --user USER --password-file FILE \\
         --base-url https://bmc1 [--chassis 1] [--cdu 1] power|cooling
 
 Logs in with HTTP basic auth through DMTF's ``redfish`` library. The password is never
@@ -175,8 +175,8 @@ def read_password(path: str) -> str:
 
 def main(argv: list[str] | None = None,
          fetcher: Callable[[str, str, str, int], Fetcher] = RedfishClientFetcher) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rackgate.redfish", description=__doc__.split(
-        "\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rackgate.programs.redfish",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--base-url", required=True, help="the service, e.g. https://bmc1")
     ap.add_argument("--chassis", default="1", help="Chassis Id for 'power' (default 1)")
     ap.add_argument("--cdu", default="1", help="ThermalEquipment/CDUs Id for 'cooling'")
@@ -191,11 +191,11 @@ def main(argv: list[str] | None = None,
         password = read_password(args.password_file) if args.password_file else \
             os.environ.get(PASSWORD_VAR)
     except OSError as exc:
-        print(f"rackgate.redfish: cannot read the password file {args.password_file}: "
+        print(f"rackgate.programs.redfish: cannot read the password file {args.password_file}: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
     if not user or password is None:
-        print(f"rackgate.redfish: give --user (or {USER_VAR}) and --password-file (or "
+        print(f"rackgate.programs.redfish: give --user (or {USER_VAR}) and --password-file (or "
               f"{PASSWORD_VAR}): the password is never taken from the command line",
               file=sys.stderr)
         return 2
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None,
         walk = walk_power if args.kind == "power" else walk_cooling
         found = walk(fetch, args.chassis if args.kind == "power" else args.cdu)
     except CollectError as exc:
-        print(f"rackgate.redfish: {exc}", file=sys.stderr)
+        print(f"rackgate.programs.redfish: {exc}", file=sys.stderr)
         return 1
     doc = {"collector": COLLECTOR, "kind": args.kind, "base_url": args.base_url.rstrip("/"),
            "resources": found}

@@ -1,0 +1,145 @@
+"""What every check is made of: its declaration (:class:`Check`) and the comparison of a
+figure with its threshold band (:func:`compare`), which every family's judge uses.
+
+A check declares its scope, tags, the command it runs on a host (an argv, never a
+shell string), the parser for that command's output and the judge that compares the
+parsed record with the profile. Judges are pure: record + params + thresholds in,
+Judgement out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from rackgate.model import Better, Judgement, Result, Status
+from rackgate.profile import Hardware, Threshold
+
+
+class Scope(StrEnum):
+    NODE = "node"
+    NODE_PAIR = "node_pair"
+    RACK = "rack"
+
+
+class CommandError(ValueError):
+    """A host's variables do not allow building the check's command."""
+
+
+# The word a command builder puts in argv where the tool takes the path of a password
+# file; the collector replaces it with the private file holding ``Check.secret_var``.
+SECRET_FILE = "{rackgate:secret-file}"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    scope: Scope
+    tags: frozenset[str]
+    description: str
+    params_model: type[BaseModel]
+    metrics: frozenset[str]
+    # (params, hostvars) -> argv; raises CommandError when the host's variables are unusable
+    command: Callable[[Any, Mapping[str, Any]], list[str]]
+    timeout_s: Callable[[Any], int]
+    parse: Callable[[str], Any]
+    # (record, params, thresholds, the profile's hardware) -> Judgement; pure
+    judge: Callable[[Any, Any, Mapping[str, Threshold], Hardware], Judgement]
+    # the profile's hardware -> why this check does not apply (a skip reason), or None
+    applies: Callable[[Hardware], str | None] = lambda hw: None
+    # metrics a profile may threshold but need not (the judge uses them when present)
+    optional_metrics: frozenset[str] = frozenset()
+    # "node": the command runs on the node. "control": it runs on the host running
+    # rackgate (BMC queries: the BMC network is reached from there, not from the node).
+    # "launcher": it runs once per run, on the launch host (rackgate_launch_host, else the
+    # first host of group slurm_controller), and launches a job across every node under
+    # test (srun, mpirun); its command sees those nodes as hostvars["rackgate_nodes"], and
+    # each node is judged from that one evidence file.
+    runs_on: Literal["node", "control", "launcher"] = "node"
+    # The inventory variable (vaulted or not) holding a credential the command needs, such
+    # as a BMC password. The command takes it from a file: its argv has SECRET_FILE where
+    # the tool expects a password file (ipmitool -f, rackgate.programs.redfish --password-file).
+    # The collector has Ansible write the value into a 0600 file in a private directory on
+    # the control host and removes it afterwards; the value is never in an argv, an
+    # environment, the evidence, reports or logs.
+    secret_var: str | None = None
+    # Launcher checks whose verdict differs per node (a node-pair matrix): (record, params,
+    # thresholds, hardware, the nodes under test, the evidence path) -> (one Result per
+    # node, a report section such as a pairwise matrix). Without it, every node of a
+    # launched job gets the one judgement of ``judge``.
+    judge_nodes: Callable[..., tuple[list[Result], Mapping[str, Any]]] | None = None
+
+
+# A figure above a physical limit (``limit: true``) by more than this is not a fast node but
+# broken evidence: clocks, units or the tool's arithmetic are wrong. 5 % leaves room for
+# rounding in the tools' own output and for limits quoted as nominal signalling rates.
+LIMIT_TOLERANCE = 1.05
+
+
+def implausible(measured: float, threshold: Threshold, what: str) -> str | None:
+    """Why ``measured`` cannot be a real measurement for ``threshold``, or None.
+
+    >>> t = Threshold(unit="GB/s", ref=450, min_ratio=0.8, limit=True, basis="NVLink 4 x18")
+    >>> implausible(float("inf"), t, "busbw")
+    'busbw inf is not a finite number'
+    >>> implausible(1e30, t, "busbw")
+    'busbw 1e+30 GB/s is above the 450 GB/s physical limit (x1.05 tolerance): implausible evidence'
+    >>> implausible(400.0, t, "busbw") is None
+    True
+    """
+    if not math.isfinite(measured):
+        return f"{what} {measured} is not a finite number"
+    ceiling = threshold.plausible_max
+    if ceiling is not None and measured > ceiling * LIMIT_TOLERANCE:
+        return (f"{what} {measured:.4g} {threshold.unit} is above the {ceiling:g} "
+                f"{threshold.unit} physical limit (x{LIMIT_TOLERANCE:g} tolerance): "
+                f"implausible evidence")
+    if ceiling is not None and measured < 0:
+        return (f"{what} {measured:.4g} {threshold.unit} is negative, below any physical "
+                f"measurement of a quantity limited by {ceiling:g} {threshold.unit}")
+    return None
+
+
+def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
+    """Judge one figure against its threshold band. A figure that cannot be a measurement
+    (not finite; beyond a physical limit; negative against a limit) is an ``error``.
+
+    >>> t = Threshold(unit="MB/s", ref=100, min_ratio=0.5, basis="nominal demo floor")
+    >>> j = compare(42.0, t, "sequential read")
+    >>> j.status.label, j.expected
+    ('fail', '>= 50 MB/s (0.5 x 100 MB/s)')
+    >>> compare(float("nan"), t, "sequential read").status.label
+    'error'
+    """
+    why = implausible(measured, threshold, what)
+    if why is not None:
+        return Judgement(Status.ERROR, why, None, threshold.unit)
+    parts = []
+    ok = True
+    lo, hi = threshold.lower_bound, threshold.upper_bound
+    if lo is not None:
+        parts.append(f">= {lo:g} {threshold.unit} ({threshold.min_ratio:g} x {threshold.ref:g} "
+                     f"{threshold.unit})")
+        ok = ok and measured >= lo
+    if hi is not None:
+        parts.append(f"<= {hi:g} {threshold.unit} ({threshold.max_ratio:g} x {threshold.ref:g} "
+                     f"{threshold.unit})")
+        ok = ok and measured <= hi
+    expected = " and ".join(parts)
+    percent = 100.0 * measured / threshold.ref if threshold.limit else None
+    of_limit = f", {percent:.0f}% of the {threshold.ref:g} {threshold.unit} limit" \
+        if percent is not None else ""
+    verb = "meets" if ok else "misses"
+    message = (f"{what} {measured:.4g} {threshold.unit} {verb} {expected}{of_limit}")
+    better: Better = None
+    if lo is not None and hi is None:
+        better = "higher"
+    elif hi is not None and lo is None:
+        better = "lower"
+    return Judgement(Status.PASS if ok else Status.FAIL, message, measured, threshold.unit,
+                     expected, percent, better=better)
