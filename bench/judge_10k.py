@@ -9,9 +9,10 @@ Prints wall time (time.perf_counter), CPU time (time.process_time), peak RSS
 report.html, and the verdict counts. ``judge_run`` writes both reports into the run
 directory, as ``rackgate judge`` would.
 
-``--phases`` wraps, in this process only, the functions judge_run calls (reading the
-manifest, EvidenceStore.read, judge_evidence and each check's parse/judge, peer outliers,
-node and rack verdicts, report_document, write_json, render_html and its _chart) with
+``--phases`` wraps, in this process only, the functions judge_run calls (in rackgate.run,
+rackgate.judge.run, rackgate.reports.write: reading the manifest, the per-node loop, the
+rack-level judgements, node and rack verdicts, report_document, write_json, the renderers),
+EvidenceStore.read and each check's parse/judge with
 timers: nothing under validators/ is edited. The wrappers cost well under a microsecond
 per call (about 1 M calls at 10,000 x 20), so the plain run is the figure to quote.
 """
@@ -41,9 +42,12 @@ from typing import Any
 import standin_checks
 
 import rackgate
+import rackgate.judge.run
 import rackgate.reports.html
+import rackgate.reports.write
 import rackgate.run
 import rackgate.store.evidence
+import rackgate.store.manifest
 from rackgate.checks import REGISTRY
 
 REPO = Path(__file__).resolve().parent.parent
@@ -139,7 +143,7 @@ class Timers:
             origin = value.__module__.removeprefix("rackgate.")
             name = attr if origin == module.__name__.removeprefix("rackgate.") \
                 else f"{origin}.{attr}"
-            setattr(module, attr, self.wrap(name if prefix == "runner" else f"{prefix}.{attr}",
+            setattr(module, attr, self.wrap(name if prefix == "run" else f"{prefix}.{attr}",
                                             value, key))
 
     def print_tree(self, wall: float) -> dict[str, float]:
@@ -163,9 +167,9 @@ class Timers:
 
 def install_phase_timers() -> Timers:
     t = Timers()
-    t.patch_module(rackgate.runner, skip={"judge_run", "validate", "resume",
-                                          "_collect_and_judge", "verify_report"})
-    for module in (rackgate.reports.html,):
+    t.patch_module(rackgate.run, skip={"judge_run", "validate", "resume",
+                                       "_collect_and_judge"})
+    for module in (rackgate.judge.run, rackgate.reports.write, rackgate.reports.html):
         t.patch_module(module, skip={"render_html"})
     store = rackgate.store.evidence.EvidenceStore
     store.read = t.wrap("EvidenceStore.read", store.read)  # type: ignore[method-assign]
@@ -195,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         print(f"evicted {evict(args.run_dir)} files from the page cache in "
               f"{time.perf_counter() - t:.1f} s")
-    manifest = rackgate.run.read_manifest(args.run_dir)
+    manifest = rackgate.store.manifest.read_manifest(args.run_dir)
     standin_checks.register_for_manifest(manifest)
     n_hosts, n_checks = len(manifest["hosts"]), len(manifest["checks"])
     del manifest

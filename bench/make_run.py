@@ -41,11 +41,10 @@ from typing import Any
 
 import standin_checks  # registers the bench.fio_NN stand-ins before any profile is built
 
-from rackgate.checks import REGISTRY
-from rackgate.collect.ansible import KILLED_RC, TIMEOUT_RC, Task, wrapped
-from rackgate.profile import load_profile, profile_from_document
-from rackgate.run import MANIFEST_SCHEMA, versions
+from rackgate.checks import REGISTRY, load_profile, profile_from_document
+from rackgate.collect.task import KILLED_RC, TIMEOUT_RC, Task, wrapped
 from rackgate.store.evidence import EvidenceStore, write_json
+from rackgate.store.manifest import MANIFEST_SCHEMA, versions
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"

@@ -26,8 +26,8 @@ from typing import Any
 import standin_checks
 
 from rackgate.parsers.fio import _json_start, parse_fio_json
-from rackgate.run import read_manifest
 from rackgate.store.evidence import Evidence, EvidenceStore
+from rackgate.store.manifest import read_manifest
 
 
 def timed(label: str, n: int, scale: int, fn: Callable[[], Any]) -> Any:

@@ -24,8 +24,9 @@ import standin_checks
 from rackgate.checks import REGISTRY
 from rackgate.judge.evidence import judge_evidence, missing_evidence
 from rackgate.model import Result
-from rackgate.run import _recorded_profile, node_profiles, read_manifest
+from rackgate.run import node_profiles, recorded_profile
 from rackgate.store.evidence import EvidenceError, EvidenceStore
+from rackgate.store.manifest import read_manifest
 
 _STATE: dict[str, Any] = {}
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = read_manifest(args.run_dir)
     standin_checks.register_for_manifest(manifest)
     hosts = manifest["hosts"]
-    profiles = node_profiles(_recorded_profile(manifest, args.run_dir),
+    profiles = node_profiles(recorded_profile(manifest, args.run_dir),
                              {h["name"]: h.get("profile_overrides") for h in hosts})
     _STATE.update(run_dir=args.run_dir, hosts=hosts, checks=manifest["checks"],
                   profiles=profiles)

@@ -12,12 +12,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import CorpusFile, corpus_params
-from rackgate.checks import REGISTRY
+from rackgate.checks import REGISTRY, load_profile
 from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.fio import parse_fio_json
-from rackgate.profile import load_profile
 
 
 def _evidence(body: str):

@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import CorpusFile, corpus_files, corpus_params
+from rackgate.checks import load_profile
 from rackgate.checks.nccl import NcclParams, judge_nccl, large_message_busbw
 from rackgate.model import Status
 from rackgate.parsers.nccl_tests import parse_nccl_tests
-from rackgate.profile import load_profile
 
 OP = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
       "alltoall": "alltoall"}

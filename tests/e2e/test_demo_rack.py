@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackgate.collect.ansible import check_argv
+from rackgate.collect.task import check_argv
 from rackgate.demo.rack import BMC_PASSWORD
 
 pytestmark = pytest.mark.e2e

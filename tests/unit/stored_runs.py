@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from rackgate.profile import Profile
-from rackgate.run import MANIFEST_SCHEMA
 from rackgate.store.evidence import EvidenceStore, write_json
+from rackgate.store.manifest import MANIFEST_SCHEMA
 
 # a host name, or (name, location, profile_overrides)
 Host = str | tuple[str, str, Mapping[str, Any] | None]

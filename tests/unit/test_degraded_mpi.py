@@ -14,10 +14,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rackgate.checks import load_profile
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
-from rackgate.profile import Threshold, load_profile
+from rackgate.profile import Threshold
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "mpi"
 PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576)

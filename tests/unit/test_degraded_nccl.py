@@ -15,11 +15,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rackgate.checks import load_profile
 from rackgate.checks.nccl import NcclParams, judge_nccl
 from rackgate.checks.nccl_fabric import NcclFabricParams, judge_fabric, parse_fabric
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import parse_nccl_tests
-from rackgate.profile import load_profile
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 H100 = load_profile("dgx-h100")

@@ -16,12 +16,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rackgate.checks import load_profile
 from rackgate.checks.pairs import round_robin
 from rackgate.checks.pairwise import PairwiseParams, judge_nodes
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.parsers.perftest import parse_ib_read_lat, parse_ib_write_bw
-from rackgate.profile import load_profile
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
 HW = load_profile("dgx-h100").model.hardware

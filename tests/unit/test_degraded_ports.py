@@ -22,12 +22,8 @@ from rackgate.checks.infiniband import LosslessParams, PortsParams, judge_lossle
 from rackgate.checks.redundancy import BondingParams, judge_bonding
 from rackgate.model import Judgement, Status
 from rackgate.parsers.bonding import parse_bonding
-from rackgate.parsers.infiniband import (
-    parse_dcb_sections,
-    parse_iblinkinfo,
-    parse_ibstat,
-    parse_ibv_devinfo,
-)
+from rackgate.parsers.dcb import parse_dcb_sections
+from rackgate.parsers.infiniband import parse_iblinkinfo, parse_ibstat, parse_ibv_devinfo
 from rackgate.profile import Hardware, NicSpec
 
 FIX = Path(__file__).parents[1] / "fixtures"

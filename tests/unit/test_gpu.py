@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rackgate.checks import load_profile
 from rackgate.checks.gpu import GpuHealthParams, gpu_applies, gpu_health_command, judge_gpu_health
 from rackgate.model import Status
 from rackgate.parsers import ParseError
@@ -17,7 +18,7 @@ from rackgate.parsers.nvidia_smi import (
     parse_nvidia_smi_text,
     parse_nvidia_smi_xml,
 )
-from rackgate.profile import GpuSpec, Hardware, load_profile
+from rackgate.profile import GpuSpec, Hardware
 
 H100 = load_profile("dgx-h100").model.hardware
 A100_ONE = Hardware(gpu=GpuSpec(model="NVIDIA A100-SXM4-80GB", count=1,

@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
+from rackgate.checks import load_profile
 from rackgate.model import Result, Status, node_verdict, rack_verdict
-from rackgate.profile import load_profile
 from rackgate.reports import report_document
 from rackgate.store.history import (
     SCHEMA_VERSION,

@@ -24,9 +24,9 @@ from rackgate.checks.infiniband import (
 )
 from rackgate.model import Status
 from rackgate.parsers import ParseError
+from rackgate.parsers.dcb import parse_dcb_sections
 from rackgate.parsers.infiniband import (
     ibstat_from_devinfo,
-    parse_dcb_sections,
     parse_iblinkinfo,
     parse_ibstat,
     parse_ibv_devinfo,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rackgate.checks import REGISTRY
+from rackgate.checks import REGISTRY, load_profile
 from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Status
-from rackgate.profile import load_profile
 from rackgate.store.evidence import Evidence
 
 CHECK = REGISTRY["fio.seq_read"]

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from stored_runs import write_run
 
-from rackgate.checks import REGISTRY
+from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
-from rackgate.profile import load_profile, profile_from_document
+from rackgate.placement import NO_LAUNCH_HOST
 from rackgate.programs.probes import source
-from rackgate.run import NO_LAUNCH_HOST, judge_run, verify_report
+from rackgate.reports.verify import verify_report
+from rackgate.run import judge_run
 
 CHECK = REGISTRY["mpi.allreduce"]
 PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576)

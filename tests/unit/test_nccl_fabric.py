@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from rackgate.checks import load_profile
 from rackgate.checks.base import CommandError
 from rackgate.checks.nccl_fabric import (
     NcclFabricParams,
@@ -14,8 +15,9 @@ from rackgate.checks.nccl_fabric import (
     judge_fabric,
     parse_fabric,
 )
+from rackgate.collect.launch import Across
 from rackgate.parsers import ParseError
-from rackgate.profile import Threshold, load_profile
+from rackgate.profile import Threshold
 from rackgate.programs.probes import source
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
@@ -40,7 +42,7 @@ def rails_output(bodies: list[tuple[str, int]], end: bool = True) -> str:
 
 def test_one_job_over_every_gpu_of_every_node() -> None:
     argv = fabric_command(NcclFabricParams(nccl_env={"NCCL_IB_HCA": "=mlx5_0:1,mlx5_3:1"}),
-                          {"rackgate_nodes": ["gpu01", "gpu02"]})
+                          {}, Across(("gpu01", "gpu02")))
     # srun behind the readiness guard: it runs only when SLURM has both nodes idle
     assert argv[:2] == ["python3", "-c"] and argv[3:6] == ["gpu01,gpu02", "--", "srun"]
     assert "--ntasks-per-node=8" in argv and "--gres=gpu:8" in argv
@@ -50,7 +52,7 @@ def test_one_job_over_every_gpu_of_every_node() -> None:
 
 def test_per_rail_runs_one_job_per_rail_on_its_gpu_and_hca() -> None:
     argv = fabric_command(NcclFabricParams(per_rail=True, rail_hcas=HCAS),
-                          {"rackgate_nodes": ["gpu01", "gpu02"]})
+                          {}, Across(("gpu01", "gpu02")))
     # the job sequencer (programs/probes/srun_rounds.py) behind the readiness guard: no shell script
     assert argv[3:7] == ["gpu01,gpu02", "--", "python3", "-c"]
     assert argv[7] == source("srun_rounds")
@@ -70,7 +72,7 @@ def test_params_are_checked() -> None:
     with pytest.raises(ValidationError, match="NCCL_"):
         NcclFabricParams(nccl_env={"LD_PRELOAD": "x"})
     with pytest.raises(CommandError, match="at least two nodes"):
-        fabric_command(NcclFabricParams(), {"rackgate_nodes": ["gpu01"]})
+        fabric_command(NcclFabricParams(), {}, Across(("gpu01",)))
 
 
 def test_two_nodes_of_eight_gpus_pass_at_the_plateau_not_the_average() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks import REGISTRY
+from rackgate.checks import REGISTRY, load_profile
 from rackgate.checks.base import CommandError
 from rackgate.checks.nccl import (
     NcclParams,
@@ -19,11 +19,14 @@ from rackgate.checks.nccl import (
     nccl_applies,
     rail_split_env,
 )
-from rackgate.judge.peers import flag_peer_outliers
+from rackgate.checks.peers import NAME as PEERS
+from rackgate.checks.peers import PeerParams, flag_peer_outliers
 from rackgate.model import Result, Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import NcclTestsRun, parse_nccl_tests
-from rackgate.profile import load_profile
+
+PEER_SETTINGS = PeerParams.model_validate(load_profile("demo").rack_check(PEERS).params)
+
 
 H100 = load_profile("dgx-h100")
 HW = H100.model.hardware
@@ -256,7 +259,7 @@ def test_straggler_among_healthy_peers_becomes_warn(nccl):
         j = judge(scaled(k))
         assert j.status is Status.PASS
         results.append(Result.from_judgement(f"gpu-a{i:02d}", "nccl.all_reduce", j, None))
-    flagged = flag_peer_outliers(results)
+    flagged = flag_peer_outliers(results, PEER_SETTINGS)
     assert [r.status for r in flagged] == [Status.PASS] * 5 + [Status.WARN]
     assert "peer outlier" in flagged[-1].message
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from stored_runs import write_run
 
-from rackgate.checks import REGISTRY
+from rackgate.checks import REGISTRY, load_profile
 from rackgate.checks.base import CommandError
 from rackgate.checks.pairs import round_robin
 from rackgate.checks.pairwise import (
@@ -21,10 +21,11 @@ from rackgate.checks.pairwise import (
     pairwise_command,
     schedule_argv,
 )
+from rackgate.collect.launch import Across
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import parse_pairwise
-from rackgate.profile import load_profile
-from rackgate.run import judge_run, verify_report
+from rackgate.reports.verify import verify_report
+from rackgate.run import judge_run
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
 CHECK = REGISTRY["fabric.pairwise_bw"]
@@ -99,7 +100,7 @@ def test_the_schedule_runs_each_round_in_parallel_from_argv_lists() -> None:
 
 def test_one_node_cannot_be_paired() -> None:
     with pytest.raises(CommandError, match="at least two nodes"):
-        pairwise_command(PairwiseParams(), {"rackgate_nodes": ["gpu01"]})
+        pairwise_command(PairwiseParams(), {}, Across(("gpu01",)))
 
 
 def test_parser_reads_every_pair_and_the_clients_text() -> None:

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackgate.profile import ProfileError, available_profiles, load_profile
+from rackgate.checks import load_profile
+from rackgate.profile import ProfileError, available_profiles
 
 GOOD = {
     "schema_version": 1,

@@ -12,8 +12,8 @@ import pytest
 from junitparser import JUnitXml
 from markdown_it import MarkdownIt
 
+from rackgate.checks import load_profile
 from rackgate.model import Result, Status, node_verdict, rack_verdict
-from rackgate.profile import load_profile
 from rackgate.reports import report_document
 from rackgate.reports.junit import render_junit
 from rackgate.reports.markdown import render_markdown

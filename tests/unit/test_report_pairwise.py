@@ -6,9 +6,10 @@ import json
 import re
 from html.parser import HTMLParser
 
+from rackgate.checks import load_profile
 from rackgate.checks.pairs import judge_pairwise, line_rate_threshold, node_results, round_robin
 from rackgate.model import Result, Status, node_verdict, rack_verdict
-from rackgate.profile import Hardware, NicSpec, load_profile
+from rackgate.profile import Hardware, NicSpec
 from rackgate.reports import report_document
 from rackgate.reports.html import heat_colour, render_html
 

@@ -7,7 +7,7 @@ import re
 
 from stored_runs import write_run
 
-from rackgate.profile import load_profile
+from rackgate.checks import load_profile
 from rackgate.reports.html import render_html
 from rackgate.run import judge_run
 
@@ -79,7 +79,7 @@ def test_html_has_no_external_resources(tmp_path, fixture_text):
 
 
 def test_report_is_verified_against_its_evidence(tmp_path, fixture_text):
-    from rackgate.run import verify_report
+    from rackgate.reports.verify import verify_report
 
     healthy = fixture_text("fio/seq-read-healthy.json")
     run = stored_run(tmp_path, fixture_text, [("n1", "", {}, healthy), ("n2", "", {}, healthy)])
@@ -147,7 +147,7 @@ def test_rejudging_with_other_benchmark_parameters_is_an_error(tmp_path, fixture
 
 
 def test_parallel_judging_gives_the_same_results_as_serial(tmp_path, fixture_text, monkeypatch):
-    import rackgate.run as runner
+    import rackgate.judge.run as runner
 
     healthy = fixture_text("fio/seq-read-healthy.json")
     hosts = [(f"n{i:02d}", f"rack r1 u {i}", {}, healthy if i % 3 else healthy[:100])

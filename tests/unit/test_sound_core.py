@@ -18,12 +18,13 @@ import pytest
 import yaml
 from stored_runs import strict_json, write_run
 
-from rackgate.checks import REGISTRY
+from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.checks.base import compare
 from rackgate.cli import main
 from rackgate.model import Judgement, Result, Status, Verdict, node_verdict
-from rackgate.profile import ProfileError, Threshold, load_profile, profile_from_document
-from rackgate.run import judge_run, verify_report
+from rackgate.profile import ProfileError, Threshold
+from rackgate.reports.verify import verify_report
+from rackgate.run import judge_run
 from rackgate.store.evidence import EvidenceStore
 
 HEALTHY = Path(__file__).parents[1] / "fixtures" / "fio" / "seq-read-healthy.json"

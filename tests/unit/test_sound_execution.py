@@ -31,11 +31,13 @@ from typing import Any
 import pytest
 import yaml
 
-from rackgate.collect.ansible import Task, collect
+from rackgate.checks import load_profile
+from rackgate.collect.ansible import collect
+from rackgate.collect.task import Task
 from rackgate.demo.bmc import BmcError, redfish_handler, start_ipmi_sim
-from rackgate.profile import load_profile
-from rackgate.run import RunError, new_run_dir, resume, validate
+from rackgate.run import resume, validate
 from rackgate.store.evidence import EvidenceStore
+from rackgate.store.manifest import RunError, new_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 MOCKUP = ROOT / "tests" / "fixtures" / "redfish" / "healthy"
@@ -438,7 +440,7 @@ def test_sound_11_node_lock_ends_a_holder_of_the_same_run_only(tmp_path: Path) -
     """On a node, a command left running by a killed attempt of this run holds the node
     lock; the next command of the same run (same token) ends it and runs, while a command
     of another run waits (bounded) and gives up naming the holder."""
-    from rackgate.collect.ansible import LOCK_BUSY_RC, wrapped
+    from rackgate.collect.task import LOCK_BUSY_RC, wrapped
 
     lock = str(tmp_path / "node.lock")
     left = Task("n1", "x.sleep", ("sleep", "60"), 120, lock_file=lock)
@@ -538,7 +540,7 @@ def test_sound_12_two_collections_on_one_node_never_overlap(tmp_path: Path) -> N
 def test_sound_12_busy_node_is_refused_naming_the_holder(tmp_path: Path) -> None:
     """A node whose lock another run holds past the wait: the command is not run, and
     the evidence says who holds the node."""
-    from rackgate.collect.ansible import wrapped
+    from rackgate.collect.task import wrapped
 
     lock = str(tmp_path / "node.lock")
     holder = subprocess.Popen(wrapped(Task("n1", "x", ("sleep", "30"), 60, lock_file=lock),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rackgate.checks import load_profile
 from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
 from rackgate.checks.topology import (
     AffinityParams,
@@ -30,7 +31,7 @@ from rackgate.parsers.dcgm import parse_dcgm_diag
 from rackgate.parsers.nvidia_smi import parse_nvidia_smi_xml
 from rackgate.parsers.nvlink import parse_nvlink_status
 from rackgate.parsers.topology import parse_topo_matrix
-from rackgate.profile import GpuSpec, Hardware, NicSpec, load_profile
+from rackgate.profile import GpuSpec, Hardware, NicSpec
 
 FIX = Path(__file__).parents[1] / "fixtures"
 H100 = load_profile("dgx-h100").model.hardware

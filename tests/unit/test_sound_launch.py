@@ -12,7 +12,7 @@ from rackgate.checks.base import CommandError
 from rackgate.checks.mpi import AllreduceParams
 from rackgate.checks.nccl_fabric import NcclFabricParams
 from rackgate.checks.pairwise import PairwiseParams
-from rackgate.collect.launch import Launch, LaunchError, when_slurm_ready
+from rackgate.collect.launch import Across, Launch, LaunchError, when_slurm_ready
 
 
 def launch(**kw: object) -> Launch:
@@ -35,12 +35,12 @@ def refused(node: str) -> None:
         launch(nodes=(node, "gpu02"))
     with pytest.raises(LaunchError, match="not a plain host name"):
         when_slurm_ready((node, "gpu02"), ["srun", "hostname"])
-    hostvars = {"rackgate_nodes": [node, "gpu02"]}
+    across = Across((node, "gpu02"))
     for check, params in (("mpi.allreduce", AllreduceParams(sizes=[1 << 22])),
                           ("nccl.fabric_all_reduce", NcclFabricParams()),
                           ("fabric.pairwise_bw", PairwiseParams())):
         with pytest.raises(CommandError, match="not a plain host name"):
-            REGISTRY[check].command(params, hostvars)
+            REGISTRY[check].command(params, {}, across)
 
 
 def test_sound_14_an_environment_name_with_a_trailing_newline_is_refused() -> None:
@@ -74,7 +74,7 @@ def test_no_launched_argv_word_is_a_template_the_collector_would_evaluate() -> N
     """The collector hands argv to Ansible (validators/rackgate/ansible/collect.yml), whose
     templating reads '{{', '{%' and '{#'. The collector tags every argv string !unsafe;
     besides, no word of a launched command (probe texts included) has one."""
-    from rackgate.profile import load_profile
+    from rackgate.checks import load_profile
 
     for name in ("dgx-h100", "dgx-a100", "hgx-h200", "demo"):
         profile = load_profile(name)
@@ -83,8 +83,7 @@ def test_no_launched_argv_word_is_a_template_the_collector_would_evaluate() -> N
             if cp is None:
                 continue
             params = REGISTRY[check].params_model.model_validate(cp.params)
-            argv = REGISTRY[check].command(params, {"rackgate_nodes": ["gpu01", "gpu02",
-                                                                       "gpu03"]})
+            argv = REGISTRY[check].command(params, {}, Across(("gpu01", "gpu02", "gpu03")))
             assert not [w for w in argv if "{{" in w or "{%" in w or "{#" in w], (name, check)
 
 
@@ -93,18 +92,18 @@ def test_no_launched_argv_word_is_a_template_the_collector_would_evaluate() -> N
 def test_sound_12_every_launched_job_takes_the_nodes_lock_shared() -> None:
     """srun's tasks take the node lock shared (flock) before the program, on whole nodes
     (--exclusive); each launched check passes the nodes' lock file through."""
-    from rackgate.collect.launch import NODES_LOCK_VAR, srun_argv
+    from rackgate.collect.launch import srun_argv
 
     argv = srun_argv(launch(node_lock="/var/lock/rackgate.lock"), job_name="j")
     assert "--exclusive" in argv
     i = argv.index("flock")
     assert argv[i:i + 7] == ["flock", "--shared", "--no-fork", "--timeout=600",
                              "--conflict-exit-code=75", "/var/lock/rackgate.lock", "hostname"]
-    hv = {"rackgate_nodes": ["gpu01", "gpu02"], NODES_LOCK_VAR: "/run/lock/rg.lock"}
+    across = Across(("gpu01", "gpu02"), "/run/lock/rg.lock")
     for name, params in (("mpi.allreduce", AllreduceParams()),
                          ("nccl.fabric_all_reduce", NcclFabricParams()),
                          ("fabric.pairwise_bw", PairwiseParams())):
-        words = REGISTRY[name].command(params, hv)
+        words = REGISTRY[name].command(params, {}, across)
         assert "/run/lock/rg.lock" in words or any("/run/lock/rg.lock" in w for w in words), name
     with pytest.raises(LaunchError, match="node lock"):
         launch(node_lock="relative/lock")

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rackgate.checks import REGISTRY
+from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.checks.base import CommandError
 from rackgate.checks.nccl import NcclParams, judge_nccl
 from rackgate.checks.nccl_fabric import (
@@ -31,11 +31,12 @@ from rackgate.checks.nccl_fabric import (
     judge_fabric,
     parse_fabric,
 )
+from rackgate.collect.launch import Across
 from rackgate.judge.evidence import judge_launched
 from rackgate.model import Result
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import parse_nccl_tests
-from rackgate.profile import Profile, ProfileError, load_profile, profile_from_document
+from rackgate.profile import Profile, ProfileError
 from rackgate.store.evidence import Evidence
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
@@ -263,7 +264,7 @@ def test_sound_8_the_per_rail_command_never_runs_a_value_as_shell(tmp_path: Path
     marker = tmp_path / "pwned"
     hostile = NcclFabricParams.model_construct(
         per_rail=True, gpus_per_node=8, rail_hcas=[f"mlx5_0$(touch {marker})", *HCAS[1:]])
-    argv = fabric_command(hostile, {"rackgate_nodes": ["gpu01", "gpu02"]})
+    argv = fabric_command(hostile, {}, Across(("gpu01", "gpu02")))
     inner = argv[argv.index("--") + 1:]  # what the readiness guard execs
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from rackgate.checks import REGISTRY
+from rackgate.checks import REGISTRY, load_profile
 from rackgate.checks.pairs import round_robin
 from rackgate.checks.pairwise import PairwiseParams, pairwise_command
+from rackgate.collect.launch import Across
 from rackgate.judge.evidence import judge_launched
 from rackgate.model import Result
 from rackgate.parsers import ParseError
 from rackgate.parsers.perftest import parse_ib_write_bw
-from rackgate.profile import load_profile
 from rackgate.store.evidence import Evidence
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
@@ -188,7 +188,7 @@ def test_sound_8_the_pairwise_schedule_passes_every_value_as_data(tmp_path: Path
     shell on the launch host reads it (the nodes' constant task script gets it as "$@")."""
     marker = tmp_path / "pwned"
     hostile = PairwiseParams.model_construct(device=f"mlx5_0$(touch {marker})")
-    argv = pairwise_command(hostile, {"rackgate_nodes": NODES[:2]})
+    argv = pairwise_command(hostile, {}, Across(tuple(NODES[:2])))
     inner = argv[argv.index("--") + 1:]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -28,21 +28,15 @@ from rich.table import Table
 from rackgate import __version__
 from rackgate.checks import REGISTRY
 from rackgate.checks.base import Check
-from rackgate.collect.ansible import Interrupted, Stop
+from rackgate.collect.task import Interrupted, Stop
 from rackgate.demo.rack import DemoError
 from rackgate.inventory import InventoryError, load_inventory
 from rackgate.model import Verdict
 from rackgate.profile import available_profiles
-from rackgate.run import (
-    RunError,
-    RunOutcome,
-    judge_run,
-    load_profile_or_fail,
-    resume,
-    validate,
-    verify_report,
-)
+from rackgate.reports.verify import verify_report
+from rackgate.run import RunOutcome, judge_run, load_profile_or_fail, resume, validate
 from rackgate.store.history import HistoryError, default_history_path, node_history, open_history
+from rackgate.store.manifest import RunError
 
 EXIT_ACCEPT, EXIT_REJECT, EXIT_CANNOT_RUN = 0, 1, 2
 STATUS_STYLE = {"pass": "green", "skip": "dim", "warn": "yellow", "fail": "red bold",
@@ -72,10 +66,14 @@ def _summary(outcome: RunOutcome) -> int:
               f"({accepted}/{len(outcome.rack.nodes)} nodes accepted)")
     for reason in outcome.rack.reasons:
         out.print(f"  - {reason}", markup=False, highlight=False)
-    out.print(f"Report (HTML): {outcome.report_html}", markup=False, highlight=False)
-    out.print(f"Report (JSON): {outcome.report_json}", markup=False, highlight=False)
-    out.print(f"JUnit XML: {outcome.report_json.with_name('report.xml')}, ticket summary: "
-              f"{outcome.report_json.with_name('summary.md')}", markup=False, highlight=False)
+    reports = outcome.reports
+    out.print(f"Report (HTML): {reports.html}", markup=False, highlight=False)
+    out.print(f"Report (JSON): {reports.json}", markup=False, highlight=False)
+    out.print(f"JUnit XML: {reports.junit}, ticket summary: {reports.summary}", markup=False,
+              highlight=False)
+    if outcome.history_error:
+        err.print(f"rackgate: warning: reports written to {reports.json.parent}, but "
+                  f"{outcome.history_error}", markup=False, highlight=False)
     return EXIT_ACCEPT if verdict is Verdict.ACCEPT else EXIT_REJECT
 
 

@@ -134,3 +134,18 @@ def rack_verdict(nodes: Iterable[NodeVerdict]) -> RackVerdict:
     reasons = tuple(f"{n.node}{f' ({n.location})' if n.location else ''}: {reason}"
                     for n in ns if n.verdict is Verdict.REJECT for reason in n.reasons)
     return RackVerdict(Verdict.REJECT if reasons else Verdict.ACCEPT, reasons, ns)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a result message names it: its type and the end of its text.
+
+    >>> describe(OverflowError("cannot convert float NaN to integer"))
+    'OverflowError: cannot convert float NaN to integer'
+    """
+    return f"{type(exc).__name__}: {last_words(str(exc), 200) or 'no message'}"
+
+
+def last_words(text: str, n: int = 300) -> str:
+    """The end of ``text``, whitespace collapsed, at most ``n`` characters."""
+    text = " ".join(text.strip().split())
+    return text if len(text) <= n else "..." + text[-n:]

@@ -8,6 +8,14 @@ check does not judge: a typo must not silently disable a threshold.
 
 Inventory variables may override parts of a profile per host or group
 (``rackgate_profile_overrides``, deep-merged, then validated again).
+
+The rack-level judgements (peer comparison, version drift, duplicate identities) are
+configured in the ``rack:`` section, each figure with its basis; the settings in
+``profiles/common/rack.yaml`` apply wherever a profile does not say otherwise.
+
+This module does not know the checks: every function that validates a document is given
+the catalog (``rackgate.checks.CATALOG``: each check's metrics and parameters), so the
+check families can import the profile's types without an import cycle.
 """
 
 from __future__ import annotations
@@ -15,14 +23,15 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
+COMMON_RACK = PROFILE_DIR / "common" / "rack.yaml"  # rack-level settings every profile gets
 
 
 class ProfileError(ValueError):
@@ -80,12 +89,41 @@ class Threshold(BaseModel):
         return None if self.max_ratio is None else self.ref * self.max_ratio
 
 
+class Figure(BaseModel):
+    """A number a rack-level judgement works with, and where it comes from.
+
+    >>> Figure(value=3.5, basis="Iglewicz and Hoaglin (1993): modified z beyond 3.5").value
+    3.5
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float
+    basis: str = Field(min_length=10, description="where the number comes from")
+
+
 class CheckProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
     params: dict[str, Any] = Field(default_factory=dict)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
+
+
+class CheckSpec(Protocol):
+    """What a profile needs to know of a check to validate its section."""
+
+    @property
+    def metrics(self) -> frozenset[str]: ...
+    @property
+    def optional_metrics(self) -> frozenset[str]: ...
+    @property
+    def params_model(self) -> type[BaseModel]: ...
+    @property
+    def collected(self) -> bool: ...  # a command runs for it (False: a rack-level judgement)
+
+
+Catalog = Mapping[str, CheckSpec]
 
 
 _SOURCE = Field(min_length=10, description="public document the figures come from")
@@ -158,6 +196,8 @@ class ProfileModel(BaseModel):
     description: str = Field(min_length=1)
     hardware: Hardware
     checks: dict[str, CheckProfile]
+    # rack-level judgements over every node's results: profiles/common/rack.yaml, then this
+    rack: dict[str, CheckProfile] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -168,6 +208,7 @@ class Profile:
     source: str
     sha256: str
     raw: Mapping[str, Any]
+    catalog: Catalog = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -175,6 +216,9 @@ class Profile:
 
     def check(self, name: str) -> CheckProfile | None:
         return self.model.checks.get(name)
+
+    def rack_check(self, name: str) -> CheckProfile | None:
+        return self.model.rack.get(name)
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> Profile:
         """This profile with ``overrides`` deep-merged in, validated again."""
@@ -184,7 +228,7 @@ class Profile:
             raise ProfileError(f"{origin}: rackgate_profile_overrides must be a mapping, "
                                f"got {type(overrides).__name__}")
         merged = deep_merge(dict(self.raw), overrides)
-        return profile_from_document(merged, f"{self.source} + {origin}")
+        return profile_from_document(merged, f"{self.source} + {origin}", self.catalog)
 
 
 def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,36 +250,66 @@ def _format_errors(source: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def profile_from_document(raw: Mapping[str, Any], source: str) -> Profile:
-    from rackgate.checks import REGISTRY  # the registry knows each check's params and metrics
+def _common_rack() -> dict[str, Any]:
+    """The rack-level settings every profile starts from (profiles/common/rack.yaml)."""
+    global _COMMON
+    if _COMMON is None:
+        try:
+            doc = yaml.safe_load(COMMON_RACK.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ProfileError(f"{COMMON_RACK}: cannot read the common rack settings: "
+                               f"{exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("rack"), dict):
+            raise ProfileError(f"{COMMON_RACK}: must be a mapping with a rack: section")
+        _COMMON = doc["rack"]
+    return copy.deepcopy(_COMMON)
 
+
+_COMMON: dict[str, Any] | None = None
+
+
+def _section_problems(where: str, name: str, cp: CheckProfile, spec: CheckSpec | None,
+                      known_names: Catalog) -> list[str]:
+    if spec is None:
+        return [f"  {where}.{name}: unknown check (known: {', '.join(sorted(known_names))})"]
+    problems = []
+    known = spec.metrics | spec.optional_metrics
+    for metric in cp.thresholds:
+        if metric not in known:
+            problems.append(f"  {where}.{name}.thresholds.{metric}: the check judges "
+                            f"no such metric (it judges: {', '.join(sorted(known))})")
+    for metric in sorted(spec.metrics - set(cp.thresholds)):
+        if cp.enabled:
+            problems.append(f"  {where}.{name}.thresholds.{metric}: missing; an "
+                            "enabled check needs every threshold it judges")
     try:
-        model = ProfileModel.model_validate(raw)
+        spec.params_model.model_validate(cp.params)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            problems.append(f"  {where}.{name}.params.{loc}: {err['msg']} "
+                            f"(got {err['input']!r})")
+    return problems
+
+
+def profile_from_document(raw: Mapping[str, Any], source: str, catalog: Catalog) -> Profile:
+    """Validate a profile document against ``catalog`` (the checks a profile may name)."""
+    if isinstance(raw, Mapping):
+        merged = {**raw, "rack": deep_merge(_common_rack(), raw.get("rack") or {})
+                  if isinstance(raw.get("rack") or {}, Mapping) else raw.get("rack")}
+    else:
+        merged = raw  # refused below, naming the top level
+    try:
+        model = ProfileModel.model_validate(merged)
     except ValidationError as exc:
         raise ProfileError(_format_errors(source, exc)) from None
+    node_checks = {n: s for n, s in catalog.items() if s.collected}
+    rack_checks = {n: s for n, s in catalog.items() if not s.collected}
     problems = []
-    for check_name, cp in model.checks.items():
-        check = REGISTRY.get(check_name)
-        if check is None:
-            problems.append(f"  checks.{check_name}: unknown check (known: "
-                            f"{', '.join(sorted(REGISTRY))})")
-            continue
-        known = check.metrics | check.optional_metrics
-        for metric in cp.thresholds:
-            if metric not in known:
-                problems.append(f"  checks.{check_name}.thresholds.{metric}: the check judges "
-                                f"no such metric (it judges: {', '.join(sorted(known))})")
-        for metric in sorted(check.metrics - set(cp.thresholds)):
-            if cp.enabled:
-                problems.append(f"  checks.{check_name}.thresholds.{metric}: missing; an "
-                                "enabled check needs every threshold it judges")
-        try:
-            check.params_model.model_validate(cp.params)
-        except ValidationError as exc:
-            for err in exc.errors():
-                field = ".".join(str(p) for p in err["loc"])
-                problems.append(f"  checks.{check_name}.params.{field}: {err['msg']} "
-                                f"(got {err['input']!r})")
+    for name, cp in model.checks.items():
+        problems += _section_problems("checks", name, cp, node_checks.get(name), node_checks)
+    for name, cp in model.rack.items():
+        problems += _section_problems("rack", name, cp, rack_checks.get(name), rack_checks)
     if not any(cp.enabled for cp in model.checks.values()):
         problems.append("  checks: no check is enabled, so nothing would be run and no node "
                         "could be accepted" + (f" (all disabled: {', '.join(model.checks)})"
@@ -243,14 +317,15 @@ def profile_from_document(raw: Mapping[str, Any], source: str) -> Profile:
     if problems:
         raise ProfileError("\n".join([f"profile {source} is invalid:", *problems]))
     digest = hashlib.sha256(yaml.safe_dump(dict(raw), sort_keys=True).encode()).hexdigest()
-    return Profile(model=model, source=source, sha256=digest, raw=copy.deepcopy(dict(raw)))
+    return Profile(model=model, source=source, sha256=digest, raw=copy.deepcopy(dict(raw)),
+                   catalog=catalog)
 
 
 def available_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
 
 
-def load_profile(name_or_path: str) -> Profile:
+def load_profile(name_or_path: str, catalog: Catalog) -> Profile:
     """Load a shipped profile by name, or a profile file by path."""
     path = Path(name_or_path)
     if not path.is_file():
@@ -264,4 +339,4 @@ def load_profile(name_or_path: str) -> Profile:
         raise ProfileError(f"profile {path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"profile {path}: the top level must be a mapping")
-    return profile_from_document(raw, str(path))
+    return profile_from_document(raw, str(path), catalog)

@@ -1,18 +1,27 @@
 """The check registry: one module per check family, each registering its checks here.
 
 The families are listed in :func:`_build_registry`; each module's ``CHECKS`` are the checks
-it declares (``checks.base.Check``).
+it declares: checks that collect evidence (``checks.base.Check``) and rack-level
+judgements over every node's results (``checks.base.RackCheck``). Profiles are validated
+against :data:`CATALOG`; :func:`load_profile` and :func:`profile_from_document` are
+``rackgate.profile``'s, given this catalog.
 """
 
 from __future__ import annotations
 
-from rackgate.checks.base import Check
+from collections.abc import Mapping
+from typing import Any
+
+from rackgate import profile as _profile
+from rackgate.checks.base import Check, RackCheck
+from rackgate.profile import CheckSpec, Profile
 
 
-def _build_registry() -> dict[str, Check]:
+def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
     from rackgate.checks import (
         conformance,
         cooling,
+        drift,
         fio,
         gpu,
         identity,
@@ -21,21 +30,43 @@ def _build_registry() -> dict[str, Check]:
         nccl,
         nccl_fabric,
         pairwise,
+        peers,
         redundancy,
         topology,
     )
 
     registry: dict[str, Check] = {}
+    rack: dict[str, RackCheck] = {}
     for module in (identity, conformance, gpu, topology, infiniband, redundancy, cooling, fio,
-                   nccl, nccl_fabric, mpi, pairwise):
+                   nccl, nccl_fabric, mpi, pairwise, peers, drift):
         for check in module.CHECKS:
-            if check.name in registry:
+            if check.name in registry or check.name in rack:
                 raise RuntimeError(f"check {check.name} is registered twice")
-            registry[check.name] = check
-    return registry
+            if isinstance(check, RackCheck):
+                rack[check.name] = check
+            else:
+                registry[check.name] = check
+    # the judgements that revise results (peer comparison) run before those that read them
+    rack = dict(sorted(rack.items(), key=lambda kv: not kv[1].revises))
+    return registry, rack
 
 
-REGISTRY: dict[str, Check] = _build_registry()
+REGISTRY: dict[str, Check]  # what collection runs: name -> check
+RACK_REGISTRY: dict[str, RackCheck]  # what is judged across the nodes, in the order it runs
+REGISTRY, RACK_REGISTRY = _build_registry()
+CATALOG: Mapping[str, CheckSpec] = {**REGISTRY, **RACK_REGISTRY}
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A shipped profile by name, or a profile file by path, validated against CATALOG."""
+    return _profile.load_profile(name_or_path, CATALOG)
+
+
+def profile_from_document(raw: Mapping[str, Any], source: str) -> Profile:
+    """A profile document (a recorded one, an inventory's partial one merged in) validated
+    against CATALOG."""
+    return _profile.profile_from_document(raw, source, CATALOG)
+
 
 
 def select(names_or_tags: list[str] | None) -> list[Check]:

@@ -10,12 +10,12 @@ Judgement out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from rackgate.model import Better, Judgement, Result, Status
 from rackgate.profile import Hardware, Threshold
@@ -36,6 +36,27 @@ class CommandError(ValueError):
 SECRET_FILE = "{rackgate:secret-file}"
 
 
+class Params(BaseModel):
+    """What every check's params share: unknown keys are refused (a misspelt setting in a
+    profile is an error, never silently ignored), values are frozen, and ``timeout_s``
+    bounds the check's command. A family whose command needs another default or bound
+    re-declares ``timeout_s`` alone.
+
+    >>> Params().timeout_s, params_timeout(Params(timeout_s=5))
+    (60, 5)
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout_s: int = Field(default=60, ge=5, description="kill the command after this long")
+
+
+def params_timeout(params: Params) -> int:
+    """A check's timeout in seconds: its params' ``timeout_s`` (``Check.timeout_s``'s
+    default)."""
+    return int(params.timeout_s)
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
@@ -44,12 +65,15 @@ class Check:
     description: str
     params_model: type[BaseModel]
     metrics: frozenset[str]
-    # (params, hostvars) -> argv; raises CommandError when the host's variables are unusable
-    command: Callable[[Any, Mapping[str, Any]], list[str]]
-    timeout_s: Callable[[Any], int]
+    # (params, hostvars) -> argv, for a check launched across the nodes (params, the
+    # launch host's vars, collect.launch.Across) -> argv; raises CommandError when the
+    # host's variables are unusable
+    command: Callable[..., list[str]]
     parse: Callable[[str], Any]
     # (record, params, thresholds, the profile's hardware) -> Judgement; pure
     judge: Callable[[Any, Any, Mapping[str, Threshold], Hardware], Judgement]
+    # params -> seconds the command may run before it is killed
+    timeout_s: Callable[[Any], int] = params_timeout
     # the profile's hardware -> why this check does not apply (a skip reason), or None
     applies: Callable[[Hardware], str | None] = lambda hw: None
     # metrics a profile may threshold but need not (the judge uses them when present)
@@ -58,7 +82,7 @@ class Check:
     # rackgate (BMC queries: the BMC network is reached from there, not from the node).
     # "launcher": it runs once per run, on the launch host (rackgate_launch_host, else the
     # first host of group slurm_controller), and launches a job across every node under
-    # test (srun, mpirun); its command sees those nodes as hostvars["rackgate_nodes"], and
+    # test (srun, mpirun); its command is given those nodes (``Across``), and
     # each node is judged from that one evidence file.
     runs_on: Literal["node", "control", "launcher"] = "node"
     # The inventory variable (vaulted or not) holding a credential the command needs, such
@@ -73,6 +97,32 @@ class Check:
     # node, a report section such as a pairwise matrix). Without it, every node of a
     # launched job gets the one judgement of ``judge``.
     judge_nodes: Callable[..., tuple[list[Result], Mapping[str, Any]]] | None = None
+
+    collected = True  # a command runs for it: the plan collects evidence for it
+
+
+@dataclass(frozen=True)
+class RackCheck:
+    """A rack-level judgement: it reads every node's results (after each node was judged on
+    its own) and compares the nodes with each other. Its settings, each figure with its
+    basis, are the profile's ``rack:`` section (``profiles/common/rack.yaml`` by default).
+
+    ``judge(results, params)`` is pure. It returns either its own results, one per node
+    it judges (``revises=False``: version drift, duplicate identities), or ``results``
+    themselves with some of them revised (``revises=True``: the peer comparison turns a
+    passing outlier into ``warn``).
+    """
+
+    name: str
+    description: str
+    params_model: type[BaseModel]
+    judge: Callable[[Sequence[Result], Any], list[Result]]
+    revises: bool = False
+    tags: frozenset[str] = frozenset({"rack"})
+    metrics: frozenset[str] = frozenset()  # figures are params (with a basis), not thresholds
+    optional_metrics: frozenset[str] = frozenset()
+    scope: Scope = Scope.RACK
+    collected = False  # nothing is run for it: it judges what the other checks collected
 
 
 # A figure above a physical limit (``limit: true``) by more than this is not a fast node but

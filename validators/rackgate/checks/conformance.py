@@ -20,9 +20,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from rackgate.checks.base import Check, Scope
+from rackgate.checks.base import Check, Params, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.conformance import Conformance, parse_conformance
 from rackgate.profile import Hardware, Threshold
@@ -43,9 +43,7 @@ PROBE = (
 _UNIT = re.compile(r"^[A-Za-z0-9@._:-]+$")
 
 
-class ConformanceParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ConformanceParams(Params):
     modules: list[str] = Field(default_factory=list, description="must be loaded")
     services: list[str] = Field(default_factory=list, description="must be active")
     default_memlock: str | None = Field(default="infinity",
@@ -54,7 +52,6 @@ class ConformanceParams(BaseModel):
     cmdline: list[str] = Field(default_factory=list, description="kernel arguments required")
     governor: Literal["performance", "powersave", "schedutil", "ondemand"] | None = None
     acs_disabled: bool = Field(default=False, description="no bridge with ACS SrcValid+")
-    timeout_s: int = Field(default=60, ge=5)
 
     @field_validator("services")
     @classmethod
@@ -125,7 +122,6 @@ CHECKS = (
         params_model=ConformanceParams,
         metrics=frozenset(),
         command=conformance_command,
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_conformance,
         judge=judge_conformance,
     ),

@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from rackgate.checks.base import SECRET_FILE, Check, CommandError, Scope, compare
+from rackgate.checks.base import SECRET_FILE, Check, CommandError, Params, Scope, compare
 from rackgate.checks.findings import Finding, message, verdict
-from rackgate.checks.redundancy import INPUT_OVER_RATING, MAX_PSU_INPUT_W
+from rackgate.checks.redundancy.psu import INPUT_OVER_RATING, MAX_PSU_INPUT_W
 from rackgate.model import Judgement, Status
 from rackgate.parsers.redfish import (
     CoolingRecord,
@@ -41,12 +41,9 @@ from rackgate.profile import Hardware, Threshold
 _ID = r"^[A-Za-z0-9._-]+$"
 
 
-class PsuRedfishParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PsuRedfishParams(Params):
     chassis: str = Field(default="1", pattern=_ID, description="Chassis Id (host var wins)")
     request_timeout_s: int = Field(default=10, ge=1, le=120)
-    timeout_s: int = Field(default=60, ge=5, description="kill the collector after this long")
 
 
 # Physical plausibility of the CDU's readings (an implausible reading is unusable evidence,
@@ -64,9 +61,7 @@ BOILING_POINT_C = 100.0
 VACUUM_KPA = -101.325
 
 
-class CduParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class CduParams(Params):
     cdu: str = Field(default="1", pattern=_ID, description="ThermalEquipment/CDUs/<cdu>")
     loop: Literal["secondary", "primary", "all"] = Field(
         default="secondary", description="connectors judged: the rack side by default")
@@ -76,7 +71,6 @@ class CduParams(BaseModel):
     max_flow_lpm: float = Field(default=10_000.0, gt=0, le=100_000.0,
                                 description="flow readings above it are implausible")
     request_timeout_s: int = Field(default=10, ge=1, le=120)
-    timeout_s: int = Field(default=60, ge=5)
 
 
 def _url(hostvars: Mapping[str, Any], var: str) -> str:
@@ -329,7 +323,6 @@ CHECKS = (
         params_model=PsuRedfishParams,
         metrics=frozenset(),
         command=psu_command,
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_redfish_power,
         judge=judge_psu_redfish,
         applies=lambda hw: None if hw.psu is not None else "the profile has no power supplies",
@@ -344,7 +337,6 @@ CHECKS = (
         params_model=CduParams,
         metrics=frozenset(_METRICS),
         command=cdu_command,
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_redfish_cooling,
         judge=judge_cdu,
         # Hardware has no cooling field yet: list this check only in liquid-cooled profiles

@@ -23,9 +23,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from rackgate.checks.base import Check, CommandError, Scope, compare
+from rackgate.checks.base import Check, CommandError, Params, Scope, compare
 from rackgate.model import Judgement, Status
 from rackgate.parsers.fio import FioDirection, FioRun, parse_fio_json
 from rackgate.profile import Hardware, Threshold
@@ -34,10 +34,8 @@ DEFAULT_SCRATCH = "/var/tmp/rackgate"
 _SIZE = r"^[1-9][0-9]*[KMGT]?$"
 
 
-class FioParams(BaseModel):
+class FioParams(Params):
     """One fio job, as the profile sets it (``checks.<name>.params``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     size: str = Field(default="4G", pattern=_SIZE, description="test file size per job")
     block_size: str = Field(default="1M", pattern=_SIZE)
@@ -259,7 +257,7 @@ def _check(name: str, rw: str, params: type[FioParams], metrics: set[str], judge
         name=name, scope=Scope.NODE,
         tags=frozenset({"fio", "storage", "parallel_fs" if pfs else "local"}),
         description=description, params_model=params, metrics=frozenset(metrics),
-        command=command, timeout_s=lambda p: int(p.timeout_s), parse=parse_fio_json,
+        command=command, parse=parse_fio_json,
         judge=judge, applies=_no_pfs if pfs else (lambda hw: None),
     )
 

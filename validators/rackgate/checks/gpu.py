@@ -36,9 +36,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from rackgate.checks.base import Check, Scope
+from rackgate.checks.base import Check, Params, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nvidia_smi import REASONS, Gpu, GpuQuery, parse_nvidia_smi_xml
 from rackgate.profile import Hardware, Threshold
@@ -53,9 +53,7 @@ if set(get_args(Reason)) != set(REASONS):  # the parser's names and the params' 
     raise RuntimeError("gpu.health: Reason and parsers.nvidia_smi.REASONS differ")
 
 
-class GpuHealthParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class GpuHealthParams(Params):
     allowed_throttle_reasons: frozenset[Reason] = Field(
         default=BENIGN_REASONS,
         description="clock event reasons that may be Active without a finding")
@@ -64,7 +62,6 @@ class GpuHealthParams(BaseModel):
     require_ecc: bool = Field(default=True, description="ECC mode not Enabled: fail")
     require_max_gen: bool = Field(default=False, description="PCIe generation below max: "
                                   "fail when true (run under load), warn when false")
-    timeout_s: int = Field(default=60, ge=5, description="kill nvidia-smi after this long")
 
 
 def gpu_health_command(params: GpuHealthParams, hostvars: Mapping[str, Any]) -> list[str]:
@@ -189,7 +186,6 @@ CHECKS = (
         params_model=GpuHealthParams,
         metrics=frozenset(),
         command=gpu_health_command,
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_nvidia_smi_xml,
         judge=judge_gpu_health,
         applies=gpu_applies,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from rackgate.checks.base import Check, Scope
+from rackgate.checks.base import Check, Params, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.identity import FIELDS, Identity, parse_identity
 from rackgate.profile import Hardware, Threshold
@@ -28,9 +28,7 @@ PROBE = (
 )
 
 
-class IdentityParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class IdentityParams(Params):
     timeout_s: int = Field(default=30, ge=5)
 
 
@@ -63,7 +61,6 @@ CHECKS = (
         params_model=IdentityParams,
         metrics=frozenset(),
         command=identity_command,
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_identity,
         judge=judge_identity,
     ),

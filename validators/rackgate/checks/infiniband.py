@@ -33,23 +33,24 @@ positional arguments, never spliced into the script text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from rackgate.checks.base import Check, CommandError, Scope
+from rackgate.checks.base import Check, CommandError, Params, Scope
+from rackgate.checks.findings import Finding
 from rackgate.model import Judgement, Status
-from rackgate.parsers.infiniband import DcbPort, IbPort, IbStat, parse_dcb_sections, parse_ibstat
+from rackgate.parsers.dcb import DcbPort, parse_dcb_sections
+from rackgate.parsers.infiniband import IbPort, IbStat, parse_ibstat
 from rackgate.profile import Hardware, NicSpec, Threshold
 
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,63}$"
 _IFNAME = r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}$"  # IFNAMSIZ 16; never starts with '-'
 
 
-class PortsParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PortsParams(Params):
     ignore_cas: list[str] = Field(default_factory=list, description="devices never judged")
     compute_cas: list[str] = Field(default_factory=list,
                                    description="when set, exactly these devices are compute")
@@ -75,12 +76,150 @@ def _spec(n: NicSpec) -> str:
     return f"{n.role} {n.link_layer} {n.rate_gbps:g} Gb/s"
 
 
-def _port_id(ca: str, p: IbPort) -> str:
-    return f"{ca} port {p.number}"
-
-
 def _state(p: IbPort) -> str:
     return f"{p.state}/{p.physical_state or '?'}"
+
+
+# What a port is in the NIC class it was assigned to: "up" at the class's rate, up with
+# no rate reported ("rate_unknown"), of another link layer than its compute_cas class,
+# "down", up at another rate ("slow"); or of no class: "unassigned" (several classes share
+# its link layer) or "unprofiled" (none has it).
+PortFate = Literal["up", "rate_unknown", "link_layer", "down", "slow", "unassigned",
+                   "unprofiled"]
+_COUNTED: frozenset[PortFate] = frozenset({"up", "rate_unknown"})
+_BAD: frozenset[PortFate] = frozenset({"link_layer", "down", "slow"})
+
+
+@dataclass(frozen=True)
+class AssignedPort:
+    name: str  # "mlx5_0 port 1"
+    port: IbPort
+    nic: int | None  # its class: an index into hardware.nics; None when of no class
+    fate: PortFate
+
+
+@dataclass(frozen=True)
+class PortAssignment:
+    """Every judged port (in ibstat's order) with its NIC class, and the ignored devices."""
+
+    ports: tuple[AssignedPort, ...]
+    ignored: tuple[str, ...]
+
+    def names(self, nic: int, fates: frozenset[PortFate]) -> list[str]:
+        return [a.name for a in self.ports if a.nic == nic and a.fate in fates]
+
+
+def assign_ports(st: IbStat, params: PortsParams, nics: Sequence[NicSpec]) -> PortAssignment:
+    """Which NIC class each port belongs to, and what it is there (rule in the module doc).
+
+    >>> from rackgate.parsers.infiniband import IbCa
+    >>> up = IbPort(1, "Active", "LinkUp", 400.0, "InfiniBand")
+    >>> ca = IbCa("mlx5_0", "CA", "MT4129", 1, "28.39", "", "", "", (up,))
+    >>> nic = NicSpec(role="compute", count=1, rate_gbps=400, link_layer="InfiniBand",
+    ...               source="DGX H100 user guide")
+    >>> [(a.name, a.nic, a.fate) for a in assign_ports(IbStat((ca,)), PortsParams(), [nic]).ports]
+    [('mlx5_0 port 1', 0, 'up')]
+    """
+    classes = [i for i, n in enumerate(nics)
+               if n.role != "management" or n.role in params.other_roles]
+    ports: list[AssignedPort] = []
+    ignored: list[str] = []
+    for ca in st.cas:
+        if ca.name in params.ignore_cas:
+            ignored.append(ca.name)
+            continue
+        ports += [_assign(ca.name, p, params, nics, classes) for p in ca.ports
+                  if p.number != 0]  # port 0: a switch's management port
+    return PortAssignment(tuple(ports), tuple(ignored))
+
+
+def _assign(ca: str, p: IbPort, params: PortsParams, nics: Sequence[NicSpec],
+            classes: list[int]) -> AssignedPort:
+    name = f"{ca} port {p.number}"
+    pool = classes
+    if params.compute_cas:
+        in_compute = ca in params.compute_cas
+        pool = [i for i in classes if (nics[i].role == "compute") == in_compute]
+        if in_compute and pool and not any(nics[i].link_layer == p.link_layer for i in pool):
+            return AssignedPort(name, p, pool[0], "link_layer")
+    same_ll = [i for i in pool if nics[i].link_layer == p.link_layer]
+    exact = [i for i in same_ll if p.up and p.rate_gbps == nics[i].rate_gbps]
+    if exact:
+        return AssignedPort(name, p, exact[0], "up")
+    if p.up and p.rate_gbps is None and same_ll:
+        return AssignedPort(name, p, same_ll[0], "rate_unknown")
+    if len(same_ll) == 1:
+        return AssignedPort(name, p, same_ll[0], "slow" if p.up else "down")
+    return AssignedPort(name, p, None, "unassigned" if same_ll else "unprofiled")
+
+
+def _device_findings(st: IbStat, compute: list[NicSpec]) -> list[Finding]:
+    findings: list[Finding] = [(Status.FAIL, f"ibstat reported an error: {err}")
+                               for err in st.errors]
+    if not st.cas:
+        want = ", ".join(f"{n.count} x {_spec(n)}" for n in compute) or "RDMA ports"
+        findings.insert(0, (Status.FAIL, f"no HCA found: ibstat listed no RDMA device "
+                                         f"(the profile expects {want})"))
+    return findings
+
+
+def _port_findings(a: PortAssignment, nics: Sequence[NicSpec],
+                   severity: Mapping[int, Status]) -> list[Finding]:
+    """One finding per port that is not up at its class's rate, in ibstat's order."""
+    findings: list[Finding] = []
+    for ap in a.ports:
+        if ap.nic is None or ap.fate == "up":
+            continue
+        p, n, status = ap.port, nics[ap.nic], severity.get(ap.nic, Status.PASS)
+        if ap.fate == "link_layer":
+            findings.append((status, f"{ap.name}: link layer {p.link_layer}, expected "
+                                     f"{n.link_layer}"))
+        elif ap.fate == "rate_unknown":
+            findings.append((Status.WARN, f"{ap.name}: rate not reported by the tool, "
+                                          f"cannot confirm {n.rate_gbps:g} Gb/s"))
+        else:
+            why = (f"{_state(p)}, expected Active/LinkUp" if ap.fate == "down" else
+                   f"rate {p.rate_gbps:g} Gb/s, expected {n.rate_gbps:g} Gb/s")
+            findings.append((status, f"{ap.name} ({_spec(n)}): {why}"))
+    return findings
+
+
+def _unassigned(ap: AssignedPort) -> str:
+    rate = "?" if ap.port.rate_gbps is None else f"{ap.port.rate_gbps:g}"
+    return f"{ap.name} {_state(ap.port)} rate {rate}"
+
+
+def _class_findings(a: PortAssignment, nics: Sequence[NicSpec],
+                    severity: Mapping[int, Status]) -> list[Finding]:
+    """Per judged NIC class: a finding unless exactly ``count`` of its ports are up."""
+    findings: list[Finding] = []
+    unassigned = [ap for ap in a.ports if ap.fate == "unassigned"]
+    for i, n in enumerate(nics):
+        up = len(a.names(i, _COUNTED))
+        if i not in severity or up == n.count:
+            continue
+        suspects = [_unassigned(ap) for ap in unassigned if ap.port.link_layer == n.link_layer]
+        hint = f"; unassigned {n.link_layer} ports: {', '.join(suspects)}" \
+            if suspects and up < n.count else ""
+        findings.append((severity[i], f"{_spec(n)}: {up} of {n.count} ports Active/LinkUp at "
+                                      f"{n.rate_gbps:g} Gb/s{hint}"))
+    return findings
+
+
+def _port_details(st: IbStat, a: PortAssignment, nics: Sequence[NicSpec],
+                  severity: Mapping[int, Status]) -> dict[str, float | str]:
+    details: dict[str, float | str] = {f"fw.{ca.name}": ca.firmware_version for ca in st.cas}
+    unprofiled = [f"{ap.name} {ap.port.link_layer} {_state(ap.port)}" for ap in a.ports
+                  if ap.fate == "unprofiled"]
+    unassigned = [_unassigned(ap) for ap in a.ports if ap.fate == "unassigned"]
+    not_judged = [name for i in range(len(nics)) if i not in severity
+                  for name in a.names(i, _BAD)]
+    for key, values, sep in (("ignored", a.ignored, ", "), ("not_profiled", unprofiled, "; "),
+                             ("unassigned", unassigned, "; "),
+                             ("not_judged_down", not_judged, ", ")):
+        if values:
+            details[key] = sep.join(values)
+    return details
 
 
 def judge_ports(st: IbStat, params: PortsParams, thresholds: Mapping[str, Threshold],
@@ -93,95 +232,28 @@ def judge_ports(st: IbStat, params: PortsParams, thresholds: Mapping[str, Thresh
     >>> judge_ports(IbStat(cas=()), PortsParams(), {}, hw).message[:12]
     'no HCA found'
     """
-    hw = hardware or Hardware()
-    compute = [n for n in hw.nics if n.role == "compute"]
-    judged = {id(n): Status.FAIL for n in compute}
-    judged.update({id(n): Status.WARN for n in hw.nics if n.role in params.other_roles})
-    findings: list[tuple[Status, str]] = []
-    details: dict[str, float | str] = {f"fw.{ca.name}": ca.firmware_version for ca in st.cas}
-    for err in st.errors:
-        findings.append((Status.FAIL, f"ibstat reported an error: {err}"))
-    if not st.cas:
-        want = ", ".join(f"{n.count} x {_spec(n)}" for n in compute) or "RDMA ports"
-        findings.insert(0, (Status.FAIL, f"no HCA found: ibstat listed no RDMA device "
-                                         f"(the profile expects {want})"))
-    healthy: dict[int, list[str]] = {id(n): [] for n in hw.nics}
-    bad: dict[int, list[str]] = {id(n): [] for n in hw.nics}
-    unassigned: list[tuple[str, str]] = []  # (link layer, description)
-    ignored, unprofiled = [], []
-    candidates = [n for n in hw.nics if n.role != "management" or n.role in params.other_roles]
-    for ca in st.cas:
-        if ca.name in params.ignore_cas:
-            ignored.append(ca.name)
-            continue
-        for p in ca.ports:
-            if p.number == 0:
-                continue  # a switch's management port 0
-            pid = _port_id(ca.name, p)
-            pool = list(candidates)
-            if params.compute_cas:
-                in_compute = ca.name in params.compute_cas
-                pool = [n for n in candidates if (n.role == "compute") == in_compute]
-                if in_compute and not any(n.link_layer == p.link_layer for n in pool) and pool:
-                    bad[id(pool[0])].append(pid)
-                    findings.append((judged.get(id(pool[0]), Status.PASS),
-                                     f"{pid}: link layer {p.link_layer}, expected "
-                                     f"{pool[0].link_layer}"))
-                    continue
-            same_ll = [n for n in pool if n.link_layer == p.link_layer]
-            exact = [n for n in same_ll if p.up and p.rate_gbps == n.rate_gbps]
-            if exact:
-                healthy[id(exact[0])].append(pid)
-                continue
-            if p.up and p.rate_gbps is None and same_ll:
-                healthy[id(same_ll[0])].append(pid)
-                findings.append((Status.WARN, f"{pid}: rate not reported by the tool, "
-                                              f"cannot confirm {same_ll[0].rate_gbps:g} Gb/s"))
-                continue
-            if len(same_ll) == 1:
-                n = same_ll[0]
-                bad[id(n)].append(pid)
-                why = (f"{_state(p)}, expected Active/LinkUp" if not p.up else
-                       f"rate {p.rate_gbps:g} Gb/s, expected {n.rate_gbps:g} Gb/s")
-                findings.append((judged.get(id(n), Status.PASS), f"{pid} ({_spec(n)}): {why}"))
-            elif same_ll:
-                rate = "?" if p.rate_gbps is None else f"{p.rate_gbps:g}"
-                unassigned.append((p.link_layer, f"{pid} {_state(p)} rate {rate}"))
-            else:
-                unprofiled.append(f"{pid} {p.link_layer} {_state(p)}")
-    for n in hw.nics:
-        status = judged.get(id(n))
-        up = len(healthy[id(n)])
-        if status is None or (up == 0 and not bad[id(n)] and not st.cas):
-            continue
-        if up != n.count:
-            suspects = [d for ll, d in unassigned if ll == n.link_layer]
-            hint = f"; unassigned {n.link_layer} ports: {', '.join(suspects)}" \
-                if suspects and up < n.count else ""
-            findings.append((status, f"{_spec(n)}: {up} of {n.count} ports Active/LinkUp at "
-                                     f"{n.rate_gbps:g} Gb/s{hint}"))
-    if ignored:
-        details["ignored"] = ", ".join(ignored)
-    if unprofiled:
-        details["not_profiled"] = "; ".join(unprofiled)
-    if unassigned:
-        details["unassigned"] = "; ".join(d for _, d in unassigned)
-    not_judged = [pid for n in hw.nics if id(n) not in judged for pid in bad[id(n)]]
-    if not_judged:
-        details["not_judged_down"] = ", ".join(not_judged)
-    up_compute = sum(len(healthy[id(n)]) for n in compute)
-    want_ports = sum(n.count for n in compute)
+    nics = (hardware or Hardware()).nics
+    compute = [i for i, n in enumerate(nics) if n.role == "compute"]
+    severity = {i: Status.FAIL for i in compute}  # the NIC classes judged, and how hard
+    severity.update({i: Status.WARN for i, n in enumerate(nics) if n.role in params.other_roles})
+    a = assign_ports(st, params, nics)
+    findings = _device_findings(st, [nics[i] for i in compute])
+    findings += _port_findings(a, nics, severity)
+    if st.cas:  # without any device, "no HCA found" says it all
+        findings += _class_findings(a, nics, severity)
+    details = _port_details(st, a, nics, severity)
+    up = sum(len(a.names(i, _COUNTED)) for i in compute)
     expected = " + ".join(f"{n.count} x {n.link_layer} {n.rate_gbps:g} Gb/s Active/LinkUp"
-                          for n in compute)
+                          for n in (nics[i] for i in compute))
     status = Status.worst(s for s, _ in findings)
     if findings and status > Status.PASS:
         message = "; ".join(m for s, m in sorted(findings, key=lambda f: -f[0]) if s > 0)
         details["findings"] = str(len([f for f in findings if f[0] > 0]))
     else:
-        fws = sorted({ca.firmware_version for ca in st.cas if ca.firmware_version})
-        message = (f"{up_compute} of {want_ports} compute ports Active/LinkUp at the profiled rate"
-                   f" (firmware {', '.join(fws) or 'not reported'})")
-    return Judgement(status, message, float(up_compute), "ports", expected, details=details)
+        fws = ", ".join(sorted({ca.firmware_version for ca in st.cas if ca.firmware_version}))
+        message = (f"{up} of {sum(nics[i].count for i in compute)} compute ports Active/LinkUp "
+                   f"at the profiled rate (firmware {fws or 'not reported'})")
+    return Judgement(status, message, float(up), "ports", expected, details=details)
 
 
 # --------------------------------------------------------------------------- RoCE lossless
@@ -193,9 +265,7 @@ PROBE = (
 )
 
 
-class LosslessParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class LosslessParams(Params):
     interfaces: list[str] = Field(default_factory=list,
                                   description="RoCE netdevs (per host: rackgate_profile_"
                                               "overrides)")
@@ -300,7 +370,6 @@ CHECKS = (
         params_model=PortsParams,
         metrics=frozenset(),
         command=lambda params, hostvars: ["ibstat"],
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_ibstat,
         judge=judge_ports,
         applies=applies_ports,
@@ -314,7 +383,6 @@ CHECKS = (
         params_model=LosslessParams,
         metrics=frozenset(),
         command=lossless_command,
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_dcb_sections,
         judge=judge_lossless,
         applies=applies_lossless,

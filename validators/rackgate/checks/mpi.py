@@ -16,7 +16,7 @@ wiring, the MPI library, the network) and proves the launch path itself. GPU col
 over NVLink and the fabric are the nccl checks.
 
 >>> argv = allreduce_command(AllreduceParams(sizes=[1024], iters=5, judge_min_bytes=1024),
-...     {"rackgate_nodes": ["n1", "n2"], "inventory_hostname": "head"})
+...     {"inventory_hostname": "head"}, Across(("n1", "n2")))
 >>> argv[:2], argv[3:9]  # srun behind the readiness guard (launch.when_slurm_ready)
 ... # doctest: +NORMALIZE_WHITESPACE
 (['python3', '-c'], ['n1,n2', '--', 'srun', '--job-name=rackgate-mpi.allreduce', '--nodes=2',
@@ -33,13 +33,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from rackgate.checks.base import Check, CommandError, Scope, compare, implausible
+from rackgate.checks.base import Check, CommandError, Params, Scope, compare, implausible
 from rackgate.collect.launch import (
-    NODES_LOCK_VAR,
     PARTITION,
     PROGRAM,
+    Across,
     Launch,
     LaunchError,
     host_matches,
@@ -61,9 +61,7 @@ def row_bytes(size: int) -> int:
     return max(1, size // 8) * 8
 
 
-class AllreduceParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class AllreduceParams(Params):
     launcher: Literal["srun", "mpirun"] = "srun"
     mpi: Literal["pmix", "pmi2", "none"] = Field(
         default="pmix", description="srun --mpi plugin (Open MPI needs pmix)")
@@ -107,10 +105,11 @@ class AllreduceParams(BaseModel):
         return self
 
 
-def allreduce_command(p: AllreduceParams, hostvars: Mapping[str, Any]) -> list[str]:
+def allreduce_command(p: AllreduceParams, hostvars: Mapping[str, Any],
+                      across: Across) -> list[str]:
     """The launcher command line run on the launch host (``hostvars`` are its variables,
-    plus ``rackgate_nodes``: the nodes under test)."""
-    nodes = hostvars.get("rackgate_nodes") or []
+    ``across``: the nodes under test and their lock file)."""
+    nodes = across.nodes
     if len(nodes) < 2:
         raise CommandError(f"{NAME} needs at least two nodes under test, got {list(nodes)}")
     program = (p.python, "-c", source("mpi_allreduce"), *(str(s) for s in p.sizes),
@@ -119,7 +118,7 @@ def allreduce_command(p: AllreduceParams, hostvars: Mapping[str, Any]) -> list[s
         launch = Launch(nodes=tuple(nodes), tasks_per_node=p.tasks_per_node, program=program,
                         timeout_s=p.timeout_s, mpi=p.mpi, partition=p.partition,
                         queue_wait_s=p.queue_wait_s,
-                        node_lock=hostvars.get(NODES_LOCK_VAR))
+                        node_lock=across.node_lock)
     except LaunchError as exc:
         raise CommandError(str(exc)) from None
     if p.launcher == "mpirun":
@@ -215,7 +214,7 @@ CHECKS = (
         description="MPI_Allreduce bandwidth across the nodes, launched through the "
                     "scheduler (srun) or mpirun",
         params_model=AllreduceParams, metrics=frozenset({"busbw"}),
-        command=allreduce_command, timeout_s=lambda p: int(p.timeout_s),
+        command=allreduce_command,
         parse=parse_mpi_allreduce, judge=judge_allreduce, runs_on="launcher",
         judge_nodes=judge_nodes,
     ),

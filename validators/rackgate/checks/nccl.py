@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from rackgate.checks.base import Check, CommandError, Scope, compare, implausible
+from rackgate.checks.base import Check, CommandError, Params, Scope, compare, implausible
 from rackgate.collect.launch import PATH_NAME, plain
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nccl_tests import NcclRow, NcclTestsRun, parse_nccl_tests
@@ -72,10 +72,8 @@ def size_bytes(size: str) -> int:
     return int(size[:-1] if unit else size) * _UNITS[unit]
 
 
-class NcclParams(BaseModel):
+class NcclParams(Params):
     """One nccl-tests run on one node (``checks.nccl.<op>.params``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     min_bytes: str = Field(default="8", pattern=_SIZE, description="-b")
     max_bytes: str = Field(default="8G", pattern=_SIZE, description="-e")
@@ -358,7 +356,7 @@ def _check(op: str, what: str) -> Check:
         description=f"nccl-tests {op}_perf over the node's GPUs: {what}; busbw at the "
                     "largest sizes against the NVLink limit, #wrong",
         params_model=NcclParams, metrics=frozenset(), optional_metrics=frozenset({"busbw"}),
-        command=_command(op), timeout_s=lambda p: int(p.timeout_s), parse=parse_nccl_tests,
+        command=_command(op), parse=parse_nccl_tests,
         judge=judge_nccl, applies=nccl_applies)
 
 

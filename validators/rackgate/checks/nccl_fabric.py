@@ -43,8 +43,8 @@ from rackgate.checks.base import Check, CommandError, Scope, compare
 from rackgate.checks.nccl import NcclParams, binary_dir, plateau, size_bytes
 from rackgate.collect.launch import (
     HCA_PORT,
-    NODES_LOCK_VAR,
     PARTITION,
+    Across,
     Launch,
     LaunchError,
     host_matches,
@@ -121,10 +121,11 @@ def _program(p: NcclFabricParams, hostvars: Mapping[str, Any]) -> tuple[str, ...
             "-d", p.datatype, "-c", str(p.check_iters), "-o", p.op)
 
 
-def fabric_command(p: NcclFabricParams, hostvars: Mapping[str, Any]) -> list[str]:
+def fabric_command(p: NcclFabricParams, hostvars: Mapping[str, Any],
+                   across: Across) -> list[str]:
     """One srun job across every node, or (per rail) one job per rail in sequence through
     the job sequencer; both behind the SLURM readiness guard. Only argv lists: no shell."""
-    nodes = tuple(hostvars.get("rackgate_nodes") or ())
+    nodes = across.nodes
     if len(nodes) < 2:
         raise CommandError(f"{NAME} needs at least two nodes under test, got {list(nodes)}")
     program = _program(p, hostvars)
@@ -134,7 +135,7 @@ def fabric_command(p: NcclFabricParams, hostvars: Mapping[str, Any]) -> list[str
                         timeout_s=p.timeout_s, mpi=p.mpi, partition=p.partition,
                         queue_wait_s=p.queue_wait_s,
                         gpus_per_node=p.gpus_per_node if p.request_gpus else None,
-                        node_lock=hostvars.get(NODES_LOCK_VAR))
+                        node_lock=across.node_lock)
         return srun_argv(launch, job_name=f"rackgate-{NAME}")
 
     try:
@@ -362,7 +363,7 @@ CHECKS = (
         description="nccl-tests all_reduce_perf across the nodes through srun (optionally one "
                     "job per rail): busbw at the largest sizes against the fabric threshold",
         params_model=NcclFabricParams, metrics=frozenset(), optional_metrics=frozenset({"busbw"}),
-        command=fabric_command, timeout_s=lambda p: int(p.timeout_s), parse=parse_fabric,
+        command=fabric_command, parse=parse_fabric,
         judge=judge_fabric, applies=_applies, runs_on="launcher", judge_nodes=judge_nodes,
     ),
 )

@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from rackgate.checks.base import Check, CommandError, Scope
+from rackgate.checks.base import Check, CommandError, Params, Scope
 from rackgate.checks.pairs import (
     DEFAULT_MIN_RATIO,
     judge_pairwise,
@@ -42,8 +42,8 @@ from rackgate.checks.pairs import (
     round_robin,
 )
 from rackgate.collect.launch import (
-    NODES_LOCK_VAR,
     RDMA_DEVICE,
+    Across,
     Launch,
     LaunchError,
     plain,
@@ -66,9 +66,7 @@ PAIR_TASK = (f'server=$1; shift; if [ "$SLURMD_NODENAME" = "$server" ]; then exe
              f'echo {CLIENT_MARK}; sleep 2; exec "$@" "$server"')
 
 
-class PairwiseParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PairwiseParams(Params):
     device: str = Field(default="mlx5_0", description="RDMA device (ibv_devices) of the port "
                                                       "under test (launch.RDMA_DEVICE)")
     ib_port: int = Field(default=1, ge=1, le=2)
@@ -125,12 +123,13 @@ def schedule_argv(p: PairwiseParams, nodes: Sequence[str],
                        "### end", rounds)
 
 
-def pairwise_command(p: PairwiseParams, hostvars: Mapping[str, Any]) -> list[str]:
-    nodes = list(hostvars.get("rackgate_nodes") or [])
+def pairwise_command(p: PairwiseParams, hostvars: Mapping[str, Any],
+                     across: Across) -> list[str]:
+    nodes = list(across.nodes)
     if len(nodes) < 2:
         raise CommandError(f"{NAME} needs at least two nodes under test, got {nodes}")
     try:
-        return when_slurm_ready(nodes, schedule_argv(p, nodes, hostvars.get(NODES_LOCK_VAR)))
+        return when_slurm_ready(nodes, schedule_argv(p, nodes, across.node_lock))
     except (LaunchError, ValueError) as exc:
         raise CommandError(str(exc)) from None
 
@@ -246,7 +245,7 @@ CHECKS = (
         description="ib_write_bw between every pair of nodes (round-robin rounds, pairs of a "
                     "round in parallel, through srun): the N x N matrix against line rate",
         params_model=PairwiseParams, metrics=frozenset(), optional_metrics=frozenset({"bw"}),
-        command=pairwise_command, timeout_s=lambda p: int(p.timeout_s), parse=parse_pairwise,
+        command=pairwise_command, parse=parse_pairwise,
         judge=judge_rack, applies=_applies, runs_on="launcher", judge_nodes=judge_nodes,
     ),
 )

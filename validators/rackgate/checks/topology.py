@@ -34,9 +34,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from rackgate.checks.base import Check, Scope
+from rackgate.checks.base import Check, Params, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.dcgm import DcgmDiag, parse_dcgm_diag
 from rackgate.parsers.nvlink import NvLinkStatus, parse_nvlink_status
@@ -63,14 +63,11 @@ def _no_gpu(hw: Hardware) -> str | None:
 
 # --- topology.gpu_nic_affinity ------------------------------------------------------------
 
-class AffinityParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class AffinityParams(Params):
     compute_nics: list[str] = Field(
         default_factory=list,
         description="RDMA names (mlx5_0) or matrix labels (NIC0) of the compute-fabric NICs; "
                     "empty: every NIC in the matrix counts")
-    timeout_s: int = Field(default=60, ge=5)
 
 
 def affinity_applies(hw: Hardware) -> str | None:
@@ -138,12 +135,9 @@ def judge_affinity(m: TopoMatrix, params: AffinityParams, thresholds: Mapping[st
 
 # --- gpu.nvlink ---------------------------------------------------------------------------
 
-class NvLinkParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class NvLinkParams(Params):
     min_speed_ratio: float = Field(default=1.0, gt=0, le=1.0,
                                    description="pass at >= ratio x nominal per-link GB/s")
-    timeout_s: int = Field(default=60, ge=5)
 
 
 # nvidia-smi prints a link's signalling rate, a few percent above the nominal data rate
@@ -219,12 +213,21 @@ def judge_nvlink(s: NvLinkStatus, params: NvLinkParams, thresholds: Mapping[str,
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 10800}
 
 
-class DcgmDiagParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class DcgmDiagParams(Params):
     level: Literal[1, 2, 3, 4] = 2
-    timeout_s: int | None = Field(default=None, ge=30,
-                                  description="default: DCGM_TIMEOUT_S for the level")
+    # None: the level's own timeout. The only params whose timeout_s may be None, so its
+    # check has its own timeout function (dcgm_timeout), never the default params_timeout.
+    timeout_s: int | None = Field(  # type: ignore[assignment]
+        default=None, ge=30, description="default: DCGM_TIMEOUT_S for the level")
+
+
+def dcgm_timeout(params: DcgmDiagParams) -> int:
+    """``params.timeout_s``, else the level's estimate (DCGM_TIMEOUT_S).
+
+    >>> dcgm_timeout(DcgmDiagParams(level=3)), dcgm_timeout(DcgmDiagParams(timeout_s=60))
+    (3600, 60)
+    """
+    return int(params.timeout_s or DCGM_TIMEOUT_S[params.level])
 
 
 def dcgm_command(params: DcgmDiagParams, hostvars: Mapping[str, Any]) -> list[str]:
@@ -301,7 +304,6 @@ CHECKS = (
         params_model=AffinityParams,
         metrics=frozenset(),
         command=lambda p, hv: ["nvidia-smi", "topo", "-m"],
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_topo_matrix,
         judge=judge_affinity,
         applies=affinity_applies,
@@ -315,7 +317,6 @@ CHECKS = (
         params_model=NvLinkParams,
         metrics=frozenset(),
         command=lambda p, hv: ["nvidia-smi", "nvlink", "-s"],
-        timeout_s=lambda p: int(p.timeout_s),
         parse=parse_nvlink_status,
         judge=judge_nvlink,
         applies=nvlink_applies,
@@ -328,7 +329,7 @@ CHECKS = (
         params_model=DcgmDiagParams,
         metrics=frozenset(),
         command=dcgm_command,
-        timeout_s=lambda p: int(p.timeout_s or DCGM_TIMEOUT_S[p.level]),
+        timeout_s=dcgm_timeout,
         parse=parse_dcgm_diag,
         judge=judge_dcgm,
         applies=_no_gpu,

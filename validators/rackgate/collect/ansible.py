@@ -36,22 +36,16 @@ What the collector guarantees, and how:
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import math
 import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import sys
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -59,172 +53,27 @@ from typing import Any
 import yaml
 
 from rackgate.checks.base import SECRET_FILE
+from rackgate.collect.processes import (
+    RECORD_NAME,
+    TOKEN_VAR,
+    boot_id,
+    end_processes,
+    private_dir,
+)
+from rackgate.collect.task import (
+    KILL_AFTER_S,
+    KILLED_RC,
+    LOCK_BUSY_RC,
+    TIMEOUT_RC,
+    Stop,
+    Task,
+    run_token,
+    under_lock,
+    wrapped,
+)
 from rackgate.store.evidence import EvidenceStore
 
 COLLECT_PLAYBOOK = Path(__file__).parent / "playbooks" / "collect.yml"
-TIMEOUT_RC = 124  # timeout(1): the command ran out of time
-KILLED_RC = 137  # timeout(1) --kill-after: it ignored SIGTERM too
-LOCK_BUSY_RC = 75  # the lock script: the node lock was not taken (EX_TEMPFAIL)
-KILL_AFTER_S = 10
-DEFAULT_LOCK_FILE = "/var/lock/rackgate.lock"
-LOCK_WAIT_S = 600  # how long a command waits for another run's benchmark on its node
-RECORD_NAME = "collector.json"  # in the run directory while a collection runs
-TOKEN_VAR = "RACKGATE_COLLECT"
-GRACE_S = 10.0  # SIGTERM, then this long, then SIGKILL
-
-# Run by sh on the node: "$1" lock file, "$2" seconds to wait, "$3" run token, "$4" who,
-# then the command (timeout ...). Fixed text: everything variable is a positional
-# parameter, never part of the script. The lock fd (9) is inherited by the command, so
-# the lock is held for as long as the command, or anything it left behind, lives.
-LOCK_SCRIPT = r"""set -f
-lock=$1 wait_s=$2 token=$3 who=$4
-shift 4
-start_of() {
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  s=${s##*) }; set -- $s; printf %s "${20}"
-}
-after() {
-  w=$1; shift
-  while [ $# -gt 1 ]; do [ "$1" = "$w" ] && { printf %s "$2"; return 0; }; shift; done
-}
-if ! command -v flock >/dev/null 2>&1; then
-  echo "rackgate: node lock: flock(1) is not installed on this node (util-linux)" >&2
-  exit 75
-fi
-if ! ( : >>"$lock" ) 2>/dev/null; then
-  echo "rackgate: node lock: cannot open $lock for writing" >&2; exit 75
-fi
-exec 9>>"$lock"
-if ! flock -n 9; then
-  held=$(cat "$lock" 2>/dev/null)
-  case " $held " in
-  *" token $token "*)
-    pg=$(after pgid $held); st=$(after start $held)
-    if [ -n "$pg" ] && [ -n "$st" ] && [ "$(start_of "$pg")" = "$st" ]; then
-      echo "rackgate: ending process group $pg, left running on this node" \
-        "by an earlier attempt of this run" >&2
-      kill -s TERM -- "-$pg" 2>/dev/null
-      flock -w 15 9 || kill -s KILL -- "-$pg" 2>/dev/null
-    fi ;;
-  esac
-  t0=$(date +%s)
-  if ! flock -w "$wait_s" 9; then
-    echo "rackgate: node lock $lock is held by ${held:-an unknown process};" \
-      "gave up after $wait_s s" >&2
-    exit 75
-  fi
-  [ -z "$held" ] || echo "rackgate: waited $(( $(date +%s) - t0 )) s for node lock" \
-    "$lock, held by $held" >&2
-fi
-printf 'pgid %s start %s token %s since %s: %s\n' "$$" "$(start_of $$)" "$token" \
-  "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$who" >"$lock"
-exec "$@"
-"""
-
-
-class Interrupted(RuntimeError):
-    """Collection was stopped by a signal; what was collected is kept (CLI exit 2)."""
-
-    def __init__(self, signame: str, run_dir: Path | None = None) -> None:
-        self.signame, self.run_dir = signame, run_dir
-        where = (f"; the evidence collected so far is in {run_dir}: `rackgate validate "
-                 f"--resume {run_dir}` collects the rest") if run_dir else ""
-        super().__init__(f"interrupted by {signame}: collection stopped and its processes "
-                         f"were ended{where}")
-
-
-class Stop:
-    """A stop request (the CLI sets it from SIGTERM/SIGINT), polled by the collector.
-
-    A second request (``hurry``) also skips the bounded clean-up on the nodes."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.signame = ""
-        self.hurry = False
-
-    def set(self, signame: str = "a stop request") -> None:
-        if self._event.is_set():
-            self.hurry = True
-        self.signame = self.signame or signame
-        self._event.set()
-
-    def __call__(self) -> bool:
-        return self._event.is_set()
-
-    def check(self, run_dir: Path | None = None) -> None:
-        """Raise :class:`Interrupted` once a stop was requested."""
-        if self():
-            raise Interrupted(self.signame, run_dir)
-
-
-@dataclass(frozen=True)
-class Task:
-    host: str
-    check: str
-    argv: tuple[str, ...]
-    timeout_s: int
-    on_control: bool = False  # run on the control host (BMC queries), not on the node
-    # inventory variable holding the credential the command reads from the file that
-    # SECRET_FILE stands for in argv (resolved, vault included, by Ansible on the control
-    # host only: the value never passes through rackgate)
-    secret_var: str | None = None
-    # the node's lock file (node and launch-host commands; never on the control host);
-    # None: no lock
-    lock_file: str | None = DEFAULT_LOCK_FILE
-    lock_wait_s: int = LOCK_WAIT_S
-
-
-def run_token(run_dir: Path) -> str:
-    """What marks this run's processes and node locks: the control host and the run
-    directory, so every attempt of one run (``--resume``) shares it and no other does."""
-    key = f"{socket.gethostname()}\0{run_dir.resolve()}"
-    return hashlib.sha256(key.encode()).hexdigest()[:20]
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in text)
-
-
-def wrapped(task: Task, token: str = "-", who: str = "rackgate") -> tuple[str, ...]:
-    """The argv that really runs: under the node lock (when the task has one), the
-    check's command under timeout(1).
-
-    >>> wrapped(Task("n1", "c", ("echo", "hi"), 5, on_control=True))
-    ('timeout', '--kill-after=10', '5', 'echo', 'hi')
-    >>> wrapped(Task("n1", "c", ("true",), 5))[3:]
-    ('rackgate-node-lock', '/var/lock/rackgate.lock', '600', '-', 'rackgate', 'timeout', \
-'--kill-after=10', '5', 'true')
-    """
-    timed = ("timeout", f"--kill-after={KILL_AFTER_S}", str(task.timeout_s), *task.argv)
-    if task.lock_file is None or task.on_control:
-        return timed
-    return (*_LOCKED, task.lock_file,
-            str(task.lock_wait_s), token, _printable(who), *timed)
-
-
-_LOCKED = ("sh", "-c", LOCK_SCRIPT, "rackgate-node-lock")  # the lock wrapper's first words
-
-
-def under_lock(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` runs under the node lock wrapper (:func:`wrapped`)."""
-    return tuple(argv[:4]) == _LOCKED
-
-
-def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
-    """The check's own command inside a recorded argv (without the lock and timeout).
-
-    >>> check_argv(wrapped(Task("n1", "c", ("fio", "--x"), 5, lock_file="/l")))
-    ('fio', '--x')
-    >>> check_argv(("ipmitool", "sdr"))
-    ('ipmitool', 'sdr')
-    """
-    argv = tuple(argv)
-    if under_lock(argv):
-        argv = argv[8:]
-    if argv[:1] == ("timeout",) and len(argv) > 3:
-        argv = argv[3:]
-    return argv
 
 
 ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
@@ -308,121 +157,6 @@ class _Recorder:
         return False  # ansible-runner need not keep the event on disk
 
 
-# ------------------------------------------------------------------ processes
-
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(session id, start time in clock ticks since boot) of a live process, else None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(") ", 1)[-1].split()
-    if len(fields) < 20 or fields[0] == "Z":
-        return None
-    return int(fields[3]), int(fields[19])
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _carrying(token: str) -> dict[int, int]:
-    """pid -> start time of every other live process whose environment has our token."""
-    mark = f"{TOKEN_VAR}={token}".encode()
-    found = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            env = Path(entry.path, "environ").read_bytes()
-        except OSError:
-            continue
-        if mark in env.split(b"\0"):
-            st = _stat(int(entry.name))
-            if st is not None:
-                found[int(entry.name)] = st[1]
-    return found
-
-
-def _signal(pid: int, start: int, sig: int) -> bool:
-    """Send ``sig`` to ``pid`` only if it is still the process that started at ``start``
-    (a pidfd pins it between the check and the signal: a recycled pid is never hit)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:
-        return False
-    try:
-        st = _stat(pid)
-        if st is None or st[1] != start:
-            return False
-        signal.pidfd_send_signal(fd, sig)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def end_processes(victims: Mapping[int, int], token: str | None = None,
-                  grace_s: float = GRACE_S) -> list[int]:
-    """SIGTERM ``victims`` (pid -> start time) and every process carrying ``token``;
-    after ``grace_s`` SIGKILL what is left. Returns the pids that were signalled."""
-    hit: dict[int, int] = {}
-    deadline = time.monotonic() + grace_s
-    for round_ in range(3):  # processes started meanwhile are caught on the next round
-        todo = dict(victims) if round_ == 0 else {}
-        if token:
-            todo.update(_carrying(token))
-        for pid, start in todo.items():
-            if pid not in hit and _signal(pid, start, signal.SIGTERM):
-                hit[pid] = start
-        while time.monotonic() < deadline and any(
-                (st := _stat(p)) is not None and st[1] == s for p, s in hit.items()):
-            time.sleep(0.05)
-        if not todo:
-            break
-    for pid, start in hit.items():
-        _signal(pid, start, signal.SIGKILL)
-    until = time.monotonic() + 5
-    while time.monotonic() < until and any(
-            (st := _stat(p)) is not None and st[1] == s for p, s in hit.items()):
-        time.sleep(0.05)
-    return sorted(hit)
-
-
-def end_collection(run_dir: Path) -> list[str]:
-    """End what a killed collection into ``run_dir`` left running on this control host
-    (its recorded ansible-playbook and every process carrying the run's token) and remove
-    its private directory. Returns what was done, for the run's manifest."""
-    path = run_dir / RECORD_NAME
-    notes: list[str] = []
-    try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        rec = None
-    token = run_token(run_dir)
-    victims: dict[int, int] = {}
-    if isinstance(rec, dict):
-        if rec.get("host") != socket.gethostname():
-            notes.append(f"the collection recorded in {path} ran on {rec.get('host')!r}, "
-                         f"not on this host: its processes there cannot be ended from here")
-        elif rec.get("boot_id") == _boot_id() and isinstance(rec.get("pid"), int) \
-                and isinstance(rec.get("start"), int):
-            victims[rec["pid"]] = rec["start"]
-    ended = end_processes(victims, token)
-    if ended:
-        notes.append(f"ended {len(ended)} process(es) left by an earlier attempt of this "
-                     f"run: pid {', '.join(map(str, ended))}")
-    if isinstance(rec, dict) and isinstance(rec.get("private_dir"), str) \
-            and _orphaned(Path(rec["private_dir"])):
-        shutil.rmtree(rec["private_dir"], ignore_errors=True)
-    path.unlink(missing_ok=True)
-    return notes
-
-
 _LAUNCHER = """#!{python}
 # rackgate's ansible-playbook launcher (rackgate/collect/ansible.py): asks for SIGTERM when
 # rackgate dies, records this pid and start time in the run directory, execs Ansible.
@@ -480,44 +214,6 @@ def _bound_s(tasks: Sequence[Task], forks: int) -> int:
     return math.ceil(len(per_host) / max(1, forks)) * max(per_host.values()) + 120
 
 
-OWNER_NAME = "owner.json"  # in each private directory: the rackgate process it belongs to
-
-
-def _orphaned(path: Path) -> bool:
-    """True when ``path`` is a private directory of ours whose rackgate is gone."""
-    try:
-        if not path.name.startswith("rackgate-runner-") or path.stat().st_uid != os.getuid():
-            return False
-        owner = json.loads((path / OWNER_NAME).read_text(encoding="utf-8"))
-        alive = _stat(int(owner["pid"]))
-        return not (owner.get("boot_id") == _boot_id() and alive is not None
-                    and alive[1] == owner["start"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-
-
-def _remove_stale_private_dirs() -> None:
-    """Remove private directories (credential files included) left on this host by a
-    rackgate that was killed and never resumed: ours, and their owner is gone."""
-    for path in Path(tempfile.gettempdir()).glob("rackgate-runner-*"):
-        if _orphaned(path):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _private_dir() -> Iterator[Path]:
-    _remove_stale_private_dirs()
-    path = Path(tempfile.mkdtemp(prefix="rackgate-runner-"))  # 0700, ours alone
-    me = _stat(os.getpid())
-    (path / OWNER_NAME).write_text(json.dumps(
-        {"pid": os.getpid(), "start": me[1] if me else None, "boot_id": _boot_id()}),
-        encoding="utf-8")
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
               forks: int, handler: Callable[[dict[str, Any]], bool],
               stop: Callable[[], bool], who: str,
@@ -530,7 +226,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
     playbook_bin = shutil.which("ansible-playbook")
     if playbook_bin is None:
         return "failed", "ansible-playbook not found: install ansible-core"
-    with _private_dir() as pdd:
+    with private_dir() as pdd:
         secrets = pdd / "secrets"
         secrets.mkdir(mode=0o700)
         per_host: dict[str, list[dict[str, Any]]] = {}
@@ -550,7 +246,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
                                        width=1 << 20), encoding="utf-8")
         record = run_dir.resolve() / RECORD_NAME
         launcher = pdd / "ansible-playbook"
-        doc = {"host": socket.gethostname(), "boot_id": _boot_id(), "token": token,
+        doc = {"host": socket.gethostname(), "boot_id": boot_id(), "token": token,
                "private_dir": str(pdd), "rackgate_pid": os.getpid()}
         launcher.write_text(_LAUNCHER.format(python=sys.executable, record=str(record),
                                              parent=os.getpid(), doc=doc,

@@ -69,9 +69,6 @@ NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 # A node lock path: absolute, plain characters (it is an argv word, never shell text).
 LOCK_PATH = re.compile(r"/[A-Za-z0-9._/-]+\Z")
 LOCK_BUSY_RC = 75  # flock gave up waiting for the node lock (EX_TEMPFAIL, as the collector)
-# The command variable the runner sets for launched checks: the lock file of the nodes under
-# test (their rackgate_node_lock_file, which must agree), for Launch.node_lock.
-NODES_LOCK_VAR = "rackgate_nodes_lock_file"
 # SLURM partition names (slurm.conf PartitionName; srun --partition takes a comma list):
 # SLURM gives no character set, so the portable one of node names, comma-separated.
 PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:,[A-Za-z0-9][A-Za-z0-9._-]*)*\Z")
@@ -109,6 +106,15 @@ MpiPlugin = Literal["pmix", "pmi2", "none"]
 
 class LaunchError(ValueError):
     """A launch cannot be built from these values (the message names the value)."""
+
+
+@dataclass(frozen=True)
+class Across:
+    """What a check launched across the nodes is given besides its launch host's variables:
+    the nodes under test, and the lock file they all use (None: no lock)."""
+
+    nodes: tuple[str, ...]
+    node_lock: str | None = None
 
 
 @dataclass(frozen=True)

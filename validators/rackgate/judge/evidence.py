@@ -17,18 +17,13 @@ from dataclasses import replace
 from typing import Any
 
 from rackgate.checks.base import Check
-from rackgate.collect.ansible import check_argv
-from rackgate.model import Result, Status
+from rackgate.collect.task import check_argv
+from rackgate.model import Result, Status, describe, last_words
 from rackgate.parsers import ParseError
 from rackgate.profile import Profile
 from rackgate.store.evidence import Evidence
 
 NOT_EXECUTABLE_RC = (126, 127)  # timeout(1) and shells: cannot execute / not found
-
-
-def _tail(text: str, n: int = 300) -> str:
-    text = " ".join(text.strip().split())
-    return text if len(text) <= n else "..." + text[-n:]
 
 
 def _head(text: str, n: int = 200) -> str:
@@ -49,15 +44,6 @@ def _params(check: Check, profile: Profile) -> Any:
     return _PARAMS[key]
 
 
-def describe(exc: BaseException) -> str:
-    """An exception as a result message names it: its type and the end of its text.
-
-    >>> describe(OverflowError("cannot convert float NaN to integer"))
-    'OverflowError: cannot convert float NaN to integer'
-    """
-    return f"{type(exc).__name__}: {_tail(str(exc), 200) or 'no message'}"
-
-
 def _not_finite(r: Result) -> str | None:
     """The first figure of ``r`` that is not a finite number, named, or None."""
     figures: list[tuple[str, object]] = [("measured", r.measured),
@@ -73,7 +59,7 @@ def finite(r: Result) -> Result:
     """``r``, or an ``error`` when one of its figures is NaN or infinite (a judge that let
     such a number through must not pass a node, and JSON cannot carry it).
 
-    >>> from rackgate.model import Result, Status
+    >>> from rackgate.model import Result, Status, describe, last_words
     >>> finite(Result("n1", "fio.seq_read", Status.PASS, "ok", measured=float("inf"))).status
     <Status.ERROR: 4>
     """
@@ -106,15 +92,15 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
     if ev.outcome == "unreachable":
         return error(f"host unreachable, nothing collected: {_head(ev.message)}")
     if ev.outcome == "not_run":
-        return error(f"command not run: {_tail(ev.message)}")
+        return error(f"command not run: {last_words(ev.message)}")
     if ev.outcome == "timeout":
-        return error(f"command timed out: {_tail(ev.message)}")
+        return error(f"command timed out: {last_words(ev.message)}")
     if ev.rc in NOT_EXECUTABLE_RC:
         tool = (check_argv(ev.argv) or ("?",))[0]  # inside rackgate's lock and timeout
         return error(f"cannot execute {tool} on the host (rc {ev.rc}): is it installed? "
-                     f"{_tail(ev.stderr or ev.message)}")
+                     f"{last_words(ev.stderr or ev.message)}")
     if ev.rc != 0:
-        why = _tail(ev.stderr or ev.message or stdout) or "no output"
+        why = last_words(ev.stderr or ev.message or stdout) or "no output"
         return error(f"command exited with rc {ev.rc}: {why}")
     cp = profile.check(check.name)
     if cp is None:

@@ -20,14 +20,7 @@ Formats, from NVIDIA/nccl-tests ``src/common.cu`` and ``src/util.cu`` and its
   bandwidths in GB/s (10^9 bytes/s).
 * Footer: ``# Out of bounds values : 0 OK`` and ``# Avg bus bandwidth    : 68.4048``, the
   mean busbw over EVERY size of the sweep (tiny, latency-bound sizes included).
-* JSON (``-J``, 2.17.3+, file version 1 to 3): ``{"version", "nccl_version" (code),
-  "config": {"nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "warmup_iters",
-  "iterations", "validation", "devices": [{"rank", "group", "pid", "hostname", "device",
-  "device_hex", "device_info"}]}, "results": [{"size", "count", "type", "redop", "root",
-  "out_of_place"/"in_place": {"time" (or "cpu_time"), "alg_bw", "bus_bw", "nwrong" (null
-  when not validated)}}], "out_of_bounds": {"count", "okay"}, "average_bus_bandwidth":
-  {"bandwidth", "okay"}, "errors": [...]}``. nccl-tests writes ``"nan"`` as a string where
-  it measured nothing: that, ``NaN``/``Infinity`` and overflowing numbers are refused.
+* JSON (``-J``, 2.17.3+): its fields and rules are ``parsers.nccl_tests_json``'s.
 
 Every figure must be a finite number (``nan``, ``inf``, ``1e400`` are ParseErrors naming
 the field and line) and times, bandwidths and counts non-negative. A run prints each size
@@ -56,14 +49,21 @@ error, never an empty result.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.nccl_tests_json import parse_nccl_tests_json
+from rackgate.parsers.nccl_tests_record import (
+    NcclMeasurement,
+    NcclRank,
+    NcclRow,
+    NcclTestsRun,
+    nccl_version_from_code,
+    refuse_duplicates,
+)
 
 _SRUN = re.compile(r"^(\d+):\s?(.*)$")
 _MPI_TAG = re.compile(r"^\[(\d+),(\d+)\]<std(?:out|err)>:\s?(.*)$")
@@ -83,82 +83,6 @@ _CONFIG = {"n_threads": r"nThread (\d+)", "n_gpus": r"nGpus (\d+)",
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}$"), re.compile(r"^\d{2}:\d{2}:\d{2}$")
 _TIME_NAMES = ("time", "cputime")
 _ERR_NAMES = ("#wrong", "error")
-
-
-@dataclass(frozen=True)
-class NcclMeasurement:
-    """One side (out-of-place or in-place) of one size row."""
-
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
-    wrong: int | None  # '#wrong' elements; None when N/A (not validated) or an old 'error' column
-    max_error: float | None = None  # nccl-tests < 2.13 'error' column: largest deviation
-
-
-@dataclass(frozen=True)
-class NcclRow:
-    size_bytes: int
-    count: int  # elements
-    type: str
-    redop: str  # "" when the version or the collective prints none
-    root: int | None  # None when the version prints no root column
-    out_of_place: NcclMeasurement | None
-    in_place: NcclMeasurement | None
-    line: int  # line of the evidence it came from (0 for JSON)
-
-
-@dataclass(frozen=True)
-class NcclRank:
-    """One ``#  Rank ...`` device line: which GPU of which host ran a rank."""
-
-    rank: int
-    group: int | None  # NCCL_TESTS_SPLIT colour; None before nccl-tests 2.13
-    pid: int
-    host: str
-    device: int
-    bus_id: str
-    device_name: str
-
-
-@dataclass(frozen=True)
-class NcclTestsRun:
-    rows: tuple[NcclRow, ...]
-    source_format: Literal["text", "json"]
-    tests_version: str | None = None  # nccl-tests' own version (2.18+ text, JSON file version)
-    nccl_version: str | None = None  # from nccl-tests' header, the JSON or an NCCL INFO line
-    program: str | None = None  # "all_reduce_perf" (2.17.3+)
-    n_threads: int | None = None
-    n_gpus: int | None = None  # GPUs per thread (-g)
-    min_bytes: int | None = None
-    max_bytes: int | None = None
-    warmup_iters: int | None = None
-    iters: int | None = None
-    validation: int | None = None  # -c: 0 = results not checked
-    ranks: tuple[NcclRank, ...] = ()
-    error_column: Literal["#wrong", "error"] = "#wrong"
-    out_of_bounds: int | None = None  # None: the summary line is missing
-    avg_busbw_gbps: float | None = None  # the 'Avg bus bandwidth' line: whole-sweep mean
-    elided: bool = False  # a '...' line: someone cut rows out
-    task_labels: tuple[str, ...] = ()  # srun / mpirun labels seen
-    nccl_warnings: tuple[str, ...] = ()  # NCCL WARN lines, and '# error:' lines
-    errors: tuple[str, ...] = ()
-
-    @property
-    def complete(self) -> bool:
-        """Both summary lines were printed: the run reached its end."""
-        return self.out_of_bounds is not None and self.avg_busbw_gbps is not None
-
-
-def nccl_version_from_code(code: int) -> str:
-    """NCCL_VERSION_CODE -> "2.21.5" (major*10000+minor*100+patch since 2.9, else *1000).
-
-    >>> nccl_version_from_code(22105), nccl_version_from_code(2708)
-    ('2.21.5', '2.7.8')
-    """
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
 def _strip_label(line: str) -> tuple[str | None, str]:
@@ -281,27 +205,6 @@ def _row(text: str, lay: _Layout, n: int) -> NcclRow:
         in_place=_side(vals[lay.width:], lay, n, text, "in-place"), line=n)
 
 
-def _refuse_duplicates(rows: list[NcclRow], ranks: list[NcclRank]) -> None:
-    """One run prints each size row (size, type, redop, root) once and each rank once.
-
-    Size 0 may repeat: nccl-tests rounds the element count down to a multiple of the
-    ranks, so the smallest sizes of a sweep all print as 0 B (8 GPUs: 8, 16, 32 B). For a
-    step of 2 or more no two sizes above 0 round to the same one.
-    """
-    seen: dict[tuple[int, str, str, int | None], int] = {}
-    for r in (r for r in rows if r.size_bytes > 0):
-        key = (r.size_bytes, r.type, r.redop, r.root)
-        if key in seen:
-            where = f"lines {seen[key]} and {r.line}" if r.line else "two results"
-            raise ParseError(f"nccl-tests: two rows for {r.size_bytes} B {r.type} ({where}): "
-                             "two runs in one output are not one measurement")
-        seen[key] = r.line
-    twice = sorted(k for k, c in Counter(k.rank for k in ranks).items() if c > 1)
-    if twice:
-        raise ParseError(f"nccl-tests: rank(s) {', '.join(map(str, twice[:5]))} listed twice in "
-                         "the '#  Rank' device lines: two runs in one output?")
-
-
 def _parse_text(text: str) -> NcclTestsRun:
     facts: dict[str, Any] = {}
     rows: list[NcclRow] = []
@@ -382,7 +285,7 @@ def _parse_text(text: str) -> NcclTestsRun:
             raise ParseError(f"nccl-tests: {what} printed {len(lines)} times (lines "
                              f"{', '.join(map(str, lines[:5]))}): two runs in one output are "
                              "not one measurement")
-    _refuse_duplicates(rows, ranks)
+    refuse_duplicates(rows, ranks)
     if not rows:
         why = (errors + warnings)[:1]
         raise ParseError("nccl-tests: no size rows (no line of size, count, type, ... busbw)"
@@ -394,149 +297,15 @@ def _parse_text(text: str) -> NcclTestsRun:
                         errors=tuple(errors), **facts)
 
 
-def _merge_results(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """JSON object hook: nccl-tests opens a new "results" list per test it runs (-d all).
-    A key given twice in a size row or one of its sides would silently replace a figure
-    (a duplicated line): refused."""
-    out: dict[str, Any] = {}
-    twice = []
-    for key, value in pairs:
-        if key == "results" and isinstance(out.get(key), list) and isinstance(value, list):
-            out[key] = out[key] + value
-        else:
-            if key in out:
-                twice.append(key)
-            out[key] = value
-    if twice and _MEASURED_KEYS & out.keys():
-        raise ParseError(f"nccl-tests JSON: key(s) {', '.join(map(repr, twice))} appear twice "
-                         "in one result object (duplicated output?)")
-    return out
-
-
-_MEASURED_KEYS = frozenset({"size", "count", "bus_bw", "alg_bw", "time", "cpu_time", "nwrong"})
-
-
-def _jfloat(obj: dict[str, Any], key: str, where: str, negative: bool = False) -> float:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParseError(f"nccl-tests JSON: {where}.{key} is missing or not a number "
-                         f"(got {str(value)[:40]!r}; nccl-tests writes \"nan\" where it "
-                         "measured nothing)")
-    if isinstance(value, int) and abs(value) > 1e300:
-        value = math.inf  # an integer beyond any float: no figure
-    if not math.isfinite(value):
-        raise ParseError(f"nccl-tests JSON: {where}.{key} {str(value)[:40]} is not a finite "
-                         "number")
-    if value < 0 and not negative:
-        raise ParseError(f"nccl-tests JSON: {where}.{key} {value!r} is negative: not a "
-                         "measurement")
-    return float(value)
-
-
-def _jint(value: Any, where: str, default: int | None = None) -> int:
-    """An integer field: an int, or an integral float (JSON has one number type)."""
-    if value is None and default is not None:
-        return default
-    if isinstance(value, str) and re.fullmatch(r"-?\d{1,20}", value.strip()):
-        return int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            (isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
-        raise ParseError(f"nccl-tests JSON: {where} is not an integer (got {value!r})")
-    return int(value)
-
-
-def _jside(row: dict[str, Any], key: str, where: str) -> NcclMeasurement | None:
-    side = row.get(key)
-    if side is None:
-        return None
-    if not isinstance(side, dict):
-        raise ParseError(f"nccl-tests JSON: {where}.{key} is not an object")
-    w = f"{where}.{key}"
-    nwrong = side.get("nwrong")
-    if nwrong is not None and (isinstance(nwrong, bool) or not isinstance(nwrong, int | float)
-                               or (isinstance(nwrong, float) and not math.isfinite(nwrong))
-                               or nwrong < 0 or nwrong != int(nwrong)):
-        raise ParseError(f"nccl-tests JSON: {w}.nwrong is not a count (got {nwrong!r})")
-    return NcclMeasurement(
-        time_us=_jfloat(side, "time" if "time" in side else "cpu_time", w),
-        algbw_gbps=_jfloat(side, "alg_bw", w), busbw_gbps=_jfloat(side, "bus_bw", w),
-        wrong=None if nwrong is None else int(nwrong))
-
-
-def _jrank(d: dict[str, Any], i: int) -> NcclRank:
-    where = f"config.devices[{i}]"
-    group = d.get("group")
-    return NcclRank(_jint(d.get("rank"), f"{where}.rank"),
-                    None if group is None else _jint(group, f"{where}.group"),
-                    _jint(d.get("pid"), f"{where}.pid", 0), str(d.get("hostname", "")),
-                    _jint(d.get("device"), f"{where}.device", -1),
-                    str(d.get("device_hex", "")), str(d.get("device_info", "")))
-
-
-def _parse_json(text: str) -> NcclTestsRun:
-    try:
-        # NaN and Infinity decode (Python's json): _jfloat refuses them naming the field
-        doc = json.loads(text, object_pairs_hook=_merge_results)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"nccl-tests JSON: not valid JSON at line {exc.lineno} column "
-                         f"{exc.colno}: {exc.msg} (truncated file: did the run finish?)") from exc
-    except RecursionError:
-        raise ParseError("nccl-tests JSON: nested too deeply to be nccl-tests output") from None
-    except ValueError as exc:  # an integer longer than Python converts
-        raise ParseError(f"nccl-tests JSON: unreadable value: {str(exc)[:80]}") from None
-    if not isinstance(doc, dict):
-        raise ParseError("nccl-tests JSON: the top level is not an object")
-    results = doc.get("results")
-    if not isinstance(results, list) or not results:
-        raise ParseError("nccl-tests JSON: 'results' is missing or empty (no size rows)")
-    rows = []
-    for i, r in enumerate(results):
-        where = f"results[{i}]"
-        if not isinstance(r, dict):
-            raise ParseError(f"nccl-tests JSON: {where} is not an object")
-        if "size" not in r or "count" not in r or "type" not in r:
-            raise ParseError(f"nccl-tests JSON: {where}: size, count or type missing")
-        root = str(r.get("root", "")).strip()
-        rows.append(NcclRow(size_bytes=_jint(r["size"], f"{where}.size"),
-                            count=_jint(r["count"], f"{where}.count"),
-                            type=str(r["type"]), redop=str(r.get("redop", "")).strip(),
-                            root=_jint(root, f"{where}.root") if root else None,
-                            out_of_place=_jside(r, "out_of_place", where),
-                            in_place=_jside(r, "in_place", where), line=0))
-    raw_config = doc.get("config")
-    config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
-    raw_devices = config.get("devices")
-    devices: list[Any] = raw_devices if isinstance(raw_devices, list) else []
-    ranks = tuple(_jrank(d, i) for i, d in enumerate(devices) if isinstance(d, dict))
-    _refuse_duplicates(rows, list(ranks))
-    oob, avg = doc.get("out_of_bounds"), doc.get("average_bus_bandwidth")
-    code = doc.get("nccl_version")
-
-    def cfg(key: str) -> int | None:
-        v = config.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-    errs = doc.get("errors")
-    return NcclTestsRun(
-        rows=tuple(rows), source_format="json",
-        tests_version=f"json file version {doc.get('version')}",
-        nccl_version=nccl_version_from_code(code)
-        if isinstance(code, int) and not isinstance(code, bool) and code >= 0 else None,
-        n_threads=cfg("nthreads"), n_gpus=cfg("ngpus"), min_bytes=cfg("minimum_bytes"),
-        max_bytes=cfg("maximum_bytes"), warmup_iters=cfg("warmup_iters"),
-        iters=cfg("iterations"), validation=cfg("validation"), ranks=ranks,
-        out_of_bounds=_jint(oob["count"], "out_of_bounds.count")
-        if isinstance(oob, dict) and "count" in oob else None,
-        avg_busbw_gbps=_jfloat(avg, "bandwidth", "average_bus_bandwidth")
-        if isinstance(avg, dict) else None,
-        errors=tuple(str(e) for e in errs) if isinstance(errs, list) else ())
-
-
 def parse_nccl_tests(text: str) -> NcclTestsRun:
     """Parse nccl-tests stdout (any version 2.x) or its ``-J`` JSON file; ParseError naming
     the line and what was expected for anything else, and for an output without size rows."""
     if not text.strip():
         raise ParseError("nccl-tests: the output is empty (no size rows)")
     if text.lstrip().startswith("{"):
-        return _parse_json(text)
+        return parse_nccl_tests_json(text)
     return _parse_text(text)
+
+
+__all__ = ["NcclMeasurement", "NcclRank", "NcclRow", "NcclTestsRun", "nccl_version_from_code",
+           "parse_nccl_tests"]

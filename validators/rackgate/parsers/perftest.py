@@ -13,18 +13,11 @@ Format, from perftest's source (``src/perftest_parameters.[ch]``, ``ctx_print_te
 * ``BASIC_ADDR_FMT``: `` local address: LID 0x.. QPN 0x.. PSN 0x..`` (`` OUT 0x..`` for reads,
   `` RKey 0x.. VAddr 0x..``), the same for ``remote address``, each followed on RoCE by
   `` GID: 00:00:...`` (PERF_GID_FMT: 16 decimal bytes);
-* the table: ``RESULT_FMT`` `` #bytes #iterations BW peak[MiB/sec] BW average[MiB/sec]
-  MsgRate[Mpps]`` (``MB/sec`` before perftest commit 1d202bb, 2024-03; ``Gb/sec`` with
-  ``--report_gbits``) or ``RESULT_FMT_LAT`` (`` #bytes #iterations t_min[usec] t_max[usec]
-  t_typical[usec] t_avg[usec] t_stdev[usec] 99% percentile[usec] 99.9% percentile[usec]``) or,
-  for ``--duration`` latency runs, ``RESULT_FMT_LAT_DUR`` (`` #bytes #iterations t_avg[usec]
-  tps average``); one row per message size (many with ``-a``), closed by a dashed line.
-
-Units: perftest divides bytes/s by ``format_factor = 0x100000`` for MB/sec and MiB/sec (so
-its "MB" is 2^20 bytes, which is why it was renamed MiB) and by ``125000000`` for Gb/sec
-(10^9 bit/s). Every bandwidth here is converted to Gb/s (10^9 bit/s); the unit perftest
-printed is kept in ``bw_unit``. A ``BW peak`` of 0 means perftest did not measure the peak
-(``--duration`` or ``-N``): it is recorded as ``None``, never as a zero bandwidth.
+* the table: a ``#bytes`` header (``RESULT_FMT`` for bandwidth, ``RESULT_FMT_LAT`` or
+  ``RESULT_FMT_LAT_DUR`` for latency), one row per message size (many with ``-a``), closed
+  by a dashed line. Its layouts, units and row rules: ``parsers.perftest_table``. Every
+  bandwidth is converted to Gb/s (10^9 bit/s); the unit perftest printed is kept in
+  ``bw_unit``.
 
 Lines that are not perftest's own (``Conflicting CPU frequency values detected ...``, ``WARNING:
 ...``) are kept as ``warnings``; error lines (``Couldn't connect to host:18515``, ``Unable to
@@ -32,9 +25,8 @@ Lines that are not perftest's own (``Conflicting CPU frequency values detected .
 server and client sides captured together (the table printed twice, each side with its
 own ``#bytes`` header) is accepted; two different rows for one message size
 (``--run_infinitely``, or two runs concatenated), or a row printed more often than there
-are headers, are not. Every cell of a result row must be a finite,
-non-negative number: ``nan``, ``inf`` or an overflow (``1e400``) is a ParseError naming the
-line, never a row silently dropped or a bandwidth of infinity.
+are headers, are not. A result row with a cell that is not a finite, non-negative number
+is a ParseError naming the line, never a row silently dropped or a bandwidth of infinity.
 
 >>> r = parse_ib_write_bw(
 ...     " Device : mlx5_0\\n Link type : IB\\n"
@@ -46,15 +38,22 @@ line, never a row silently dropped or a bandwidth of infinity.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Literal
 
 from rackgate.parsers import ParseError
-
-MIB = 1 << 20  # perftest's format_factor for MB/sec and MiB/sec
-_GBIT_PER_MIB = MIB * 8 / 1e9  # 1 MiB/s in Gb/s (10^9 bit/s)
+from rackgate.parsers.perftest_table import (
+    MIB,
+    BwRow,
+    LatRow,
+    TableLayout,
+    bw_row,
+    distinct_rows,
+    lat_row,
+    looks_numeric,
+    table_layout,
+)
 
 _TITLE = re.compile(r"^(\S+(?: \S+)*?) (?:(Bidirectional) )?(?:(Post List) )?(BW|Latency) Test$")
 _ADDR = re.compile(r"^(local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)(.*)$")
@@ -70,8 +69,6 @@ _WARNING = re.compile(r"warning|conflicting cpu frequency|cpu frequency is not m
                       r"requested - ", re.IGNORECASE)
 _NOISE = re.compile(r"^(?:\*+|\* ?waiting for client to connect\.\.\. ?\*|"
                     r"waiting for client.*|please run the same command.*)$", re.IGNORECASE)
-
-TableKind = Literal["bw", "lat", "lat_duration"]
 
 
 @dataclass(frozen=True)
@@ -104,34 +101,6 @@ class PerftestHeader:
 
     def field(self, key: str) -> str | None:
         return next((v for k, v in self.fields if k == key), None)
-
-
-@dataclass(frozen=True)
-class BwRow:
-    """One row of a bandwidth table, in Gb/s (10^9 bit/s) whatever perftest printed."""
-
-    size_bytes: int
-    iterations: int
-    bw_peak_gbps: float | None  # None: not measured (--duration, -N print 0.00)
-    bw_average_gbps: float
-    msg_rate_mpps: float
-
-
-@dataclass(frozen=True)
-class LatRow:
-    """One row of a latency table (microseconds); a --duration run prints only the average
-    and the transactions per second, the other fields are then None."""
-
-    size_bytes: int
-    iterations: int
-    t_avg_us: float
-    t_min_us: float | None = None
-    t_max_us: float | None = None
-    t_typical_us: float | None = None
-    t_stdev_us: float | None = None
-    t_p99_us: float | None = None
-    t_p99_9_us: float | None = None
-    tps_average: float | None = None  # --duration only
 
 
 @dataclass(frozen=True)
@@ -176,16 +145,18 @@ class _Scan:
     titles: list[str]
     fields: list[tuple[str, str]]
     addresses: list[PerftestAddress]
-    kind: TableKind | None = None
-    bw_unit: str = ""
-    columns: int = 0
-    skip_col: int | None = None  # the QoS table's #sl column
-    rows: list[tuple[int, list[str], int]] | None = None  # (line, cells, table number)
+    layout: TableLayout | None = None  # the last '#bytes' header's
+    rows: list[tuple[int, list[str]]] | None = None  # (line, cells)
     closed: bool = True
     tables: int = 0  # '#bytes' headers seen (2 when server and client are captured together)
     in_table: bool = False  # after a '#bytes' header, before its closing dashed line
     warnings: list[str] | None = None
     notes: list[str] | None = None
+
+    @property
+    def table(self) -> TableLayout:
+        assert self.layout is not None  # _scan raises rather than return without a table
+        return self.layout
 
 
 def _hex(value: str, what: str, lineno: int, tool: str) -> int:
@@ -206,25 +177,11 @@ def _address(m: re.Match[str], lineno: int, tool: str) -> PerftestAddress:
 
 
 def _table_header(line: str, lineno: int, s: _Scan) -> None:
-    unit = re.search(r"BW peak\[(MB|MiB|Gb)/sec\]", line)
-    if unit:
-        kind: TableKind = "bw"
-        s.bw_unit = f"{unit.group(1)}/sec"
-        s.columns = 5 + (4 if "Port1" in line else 0)
-        s.skip_col = 1 if "#sl" in line else None
-        s.columns += 1 if s.skip_col is not None else 0
-    elif "t_min[usec]" in line:
-        kind, s.columns, s.skip_col = "lat", 9, None
-    elif "t_avg[usec]" in line and "tps average" in line:
-        kind, s.columns, s.skip_col = "lat_duration", 4, None
-    else:
-        raise ParseError(f"{s.tool}: line {lineno}: results header {line[:100]!r} is none of "
-                         "perftest's RESULT_FMT (bandwidth) or RESULT_FMT_LAT (latency)")
-    if "CPU_Util" in line:
-        s.columns += 1
-    if s.kind is not None and s.kind != kind:
-        raise ParseError(f"{s.tool}: line {lineno}: a {kind} table after a {s.kind} table")
-    s.kind = kind
+    layout = table_layout(line, lineno, s.tool)
+    if s.layout is not None and s.layout.kind != layout.kind:
+        raise ParseError(f"{s.tool}: line {lineno}: a {layout.kind} table after a "
+                         f"{s.layout.kind} table")
+    s.layout = layout
     s.tables += 1
     s.in_table = True
 
@@ -253,13 +210,13 @@ def _scan(text: str, tool: str) -> _Scan:
             _table_header(line, lineno, s)
             continue
         if _ROW.match(line):
-            if s.kind is None:
+            if s.layout is None:
                 raise ParseError(f"{tool}: line {lineno}: result row {line[:80]!r} before "
                                  "any '#bytes' results header")
-            s.rows.append((lineno, line.split(), s.tables))
+            s.rows.append((lineno, line.split()))
             s.closed = False
             continue
-        if s.in_table and _looks_numeric(line.split()[0]):
+        if s.in_table and looks_numeric(line.split()[0]):
             raise ParseError(f"{tool}: line {lineno}: result row {line[:80]!r} has a cell that "
                              "is not a finite, non-negative number (nan, inf?): no measurement")
         m = _ADDR.match(line)
@@ -284,7 +241,7 @@ def _scan(text: str, tool: str) -> _Scan:
             s.fields.extend((k.strip(), v) for k, v in pairs)
             continue
         s.notes.append(line)
-    if s.kind is None:
+    if s.layout is None:
         raise ParseError(f"{tool}: no '#bytes' results header in the output (perftest did "
                          "not reach its measurement: killed, or not perftest output?)")
     if not s.rows:
@@ -294,15 +251,6 @@ def _scan(text: str, tool: str) -> _Scan:
         raise ParseError(f"{tool}: line {s.rows[-1][0]}: the result table is not closed by "
                          "perftest's dashed line (truncated output?)")
     return s
-
-
-def _looks_numeric(token: str) -> bool:
-    """Whether a line inside a results table starts like a row (``65536``, ``nan``, ``inf``)."""
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
 
 
 def _int(field: str | None) -> int | None:
@@ -322,93 +270,34 @@ def _header(s: _Scan) -> PerftestHeader:
         fields=tuple(s.fields), addresses=tuple(s.addresses))
 
 
-def _numbers(lineno: int, cells: list[str], s: _Scan) -> list[float]:
-    if len(cells) != s.columns:
-        raise ParseError(f"{s.tool}: line {lineno}: result row has {len(cells)} columns, the "
-                         f"{s.kind} table has {s.columns} (truncated or garbled row?)")
-    if s.skip_col is not None:
-        cells = cells[:s.skip_col] + cells[s.skip_col + 1:]
-    values = [float(c) for c in cells]
-    bad = next((c for c, v in zip(cells, values, strict=True)
-                if not math.isfinite(v) or v < 0), None)
-    if bad is not None:
-        raise ParseError(f"{s.tool}: line {lineno}: result cell {bad!r} is not a finite, "
-                         "non-negative number: no measurement")
-    return values
-
-
-def _distinct(rows: list[tuple[int, list[str], int]], s: _Scan
-              ) -> list[tuple[int, list[float]]]:
-    """The rows of one run. Server and client captured together print the table twice
-    (two '#bytes' headers, in sequence or interleaved when they share a terminal): each
-    size may then repeat, identical, once per header. Two different rows for one message
-    size, or more copies of a row than there are headers, are refused."""
-    seen: dict[int, tuple[int, list[float], int]] = {}
-    out = []
-    for lineno, cells, _table in rows:
-        values = _numbers(lineno, cells, s)
-        size = int(values[0])
-        if size in seen:
-            first, before, copies = seen[size]
-            if before != values:
-                raise ParseError(
-                    f"{s.tool}: line {lineno}: a second, different result row for "
-                    f"{size} bytes (line {first}): --run_infinitely output or two "
-                    "runs concatenated; rackgate judges one run per evidence file")
-            if copies + 1 > s.tables:
-                raise ParseError(
-                    f"{s.tool}: line {lineno}: the result row for {size} bytes printed "
-                    f"{copies + 1} times (first at line {first}) under {s.tables} '#bytes' "
-                    "header(s): perftest prints each size once per side")
-            seen[size] = (first, before, copies + 1)
-            continue
-        seen[size] = (lineno, values, 1)
-        out.append((lineno, values))
-    return out
-
-
-def _to_gbps(value: float, unit: str) -> float:
-    return value if unit == "Gb/sec" else round(value * _GBIT_PER_MIB, 6)
-
-
 def parse_ib_write_bw(text: str) -> PerftestBw:
     """Parse ``ib_write_bw`` output (client side, or both sides captured together)."""
     tool = "ib_write_bw"
     s = _scan(text, tool)
-    if s.kind != "bw":
-        raise ParseError(f"{tool}: the results table is a latency table ({s.kind}), not "
+    if s.table.kind != "bw":
+        raise ParseError(f"{tool}: the results table is a latency table ({s.table.kind}), not "
                          "a bandwidth one: is this ib_*_lat output?")
     titles = [t for t in s.titles if "BW Test" not in t or not t.startswith("RDMA_Write")]
     if titles:
         raise ParseError(f"{tool}: test title {titles[0]!r} is not an RDMA_Write BW test")
-    rows = []
-    for _, v in _distinct(s.rows or [], s):
-        peak = _to_gbps(v[2], s.bw_unit)
-        rows.append(BwRow(int(v[0]), int(v[1]), None if peak == 0 and v[3] > 0 else peak,
-                          _to_gbps(v[3], s.bw_unit), v[4]))
-    return PerftestBw(_header(s), s.bw_unit, tuple(rows), tuple(s.warnings or ()),
-                      tuple(s.notes or ()))
+    unit = s.table.bw_unit
+    rows = tuple(bw_row(v, unit) for v in distinct_rows(s.rows or [], s.table, s.tables, tool))
+    return PerftestBw(_header(s), unit, rows, tuple(s.warnings or ()), tuple(s.notes or ()))
 
 
 def parse_ib_read_lat(text: str) -> PerftestLat:
     """Parse ``ib_read_lat`` output (fixed iterations, ``-a`` sweep, or ``--duration``)."""
     tool = "ib_read_lat"
     s = _scan(text, tool)
-    if s.kind == "bw":
+    if s.table.kind == "bw":
         raise ParseError(f"{tool}: the results table is a bandwidth table, not a latency "
                          "one: is this ib_*_bw output?")
     titles = [t for t in s.titles if t != "RDMA_Read Latency Test"]
     if titles:
         raise ParseError(f"{tool}: test title {titles[0]!r} is not 'RDMA_Read Latency Test'")
-    rows = []
-    for _, v in _distinct(s.rows or [], s):
-        if s.kind == "lat":
-            rows.append(LatRow(int(v[0]), int(v[1]), t_avg_us=v[5], t_min_us=v[2],
-                               t_max_us=v[3], t_typical_us=v[4], t_stdev_us=v[6],
-                               t_p99_us=v[7], t_p99_9_us=v[8]))
-        else:
-            rows.append(LatRow(int(v[0]), int(v[1]), t_avg_us=v[2], tps_average=v[3]))
-    return PerftestLat(_header(s), tuple(rows), s.kind == "lat_duration",
+    rows = tuple(lat_row(v, s.table.kind)
+                 for v in distinct_rows(s.rows or [], s.table, s.tables, tool))
+    return PerftestLat(_header(s), rows, s.table.kind == "lat_duration",
                        tuple(s.warnings or ()), tuple(s.notes or ()))
 
 

@@ -1,34 +1,27 @@
-"""Redundancy checks: power supplies (through the BMC), storage multipath, bonded links.
+"""``redundancy.psu_ipmi``: the node's power supplies, read from its BMC with ipmitool.
 
-``redundancy.psu_ipmi``: ``ipmitool sdr elist`` against the node's BMC, run from the control
-host: exactly ``hardware.psu.count`` PSU status sensors, each listed once and positively
-healthy by the allow-lists below (present, nothing else asserted); every redundancy sensor
-Fully Redundant when the profile expects redundancy; Power Unit sensors asserting
-nothing; PSU input power plausible, under the BMC's critical threshold and under
-``input_power`` when the profile gives it. A state on no list is an error naming the
-sensor and the text. ``sdr elist`` rather than ``sdr type "Power Supply"``: Intel boards
-report PSU redundancy on a Power Unit (09h) sensor that the type filter leaves out.
-``redundancy.multipath``: ``multipath -ll``; the LUNs the profile expects
-(``params.wwids`` or ``params.lun_count``: ``hardware.storage`` gives only the paths per
-LUN) each have a map with ``multipath_paths_per_lun`` healthy paths and none failed, no
-map is foreign. ``redundancy.bonding``: every ``/proc/net/bonding`` file; each expected
-bond has its mode, exactly its members, all up and, for 802.3ad, an LACP partner.
+``ipmitool sdr elist`` against the node's BMC, run from the control host: exactly
+``hardware.psu.count`` PSU status sensors, each listed once and positively healthy by the
+allow-lists below (present, nothing else asserted); every redundancy sensor Fully
+Redundant when the profile expects redundancy; Power Unit sensors asserting nothing; PSU
+input power plausible, under the BMC's critical threshold and under ``input_power`` when
+the profile gives it. A state on no list is an error naming the sensor and the text.
+``sdr elist`` rather than ``sdr type "Power Supply"``: Intel boards report PSU redundancy
+on a Power Unit (09h) sensor that the type filter leaves out. Format: IPMI v2.0 (Table
+42-2, 42-3) and ipmitool's ``lib/ipmi_sdr.c`` (``parsers.ipmi``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
-from rackgate.checks.base import SECRET_FILE, Check, CommandError, Scope, compare
+from rackgate.checks.base import SECRET_FILE, Check, CommandError, Params, Scope, compare
 from rackgate.checks.findings import Finding, message, verdict
 from rackgate.model import Judgement, Status
-from rackgate.parsers.bonding import NO_PARTNER, Bond, BondingReport, parse_bonding
 from rackgate.parsers.ipmi import IpmiSdr, IpmiSensor, PsuKind, parse_ipmi_sdr, psu_sensors
-from rackgate.parsers.multipath import MultipathTopology, parse_multipath_ll
 from rackgate.profile import Hardware, Threshold
 
 # Allow-lists of the discrete states, offset -> the names ipmitool prints for it (its
@@ -93,12 +86,9 @@ MAX_PSU_INPUT_W = 20_000.0
 INPUT_OVER_RATING = 1.5
 
 
-class PsuIpmiParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PsuIpmiParams(Params):
     cipher_suite: int = Field(default=3, ge=0, le=17, description="lanplus -C (3: "
                               "HMAC-SHA1/AES-128; without it lanplus probes for 10 s)")
-    timeout_s: int = Field(default=60, ge=5)
 
 
 def psu_ipmi_command(params: PsuIpmiParams, hostvars: Mapping[str, Any]) -> list[str]:
@@ -288,219 +278,21 @@ def _psu_applies(hw: Hardware) -> str | None:
     return None if hw.psu is not None else "the profile expects no PSUs (hardware.psu unset)"
 
 
-_WWID = r"^[A-Za-z0-9._:-]{1,128}$"
-
-
-class MultipathParams(BaseModel):
-    """Which LUNs the node must see: their WWIDs (best: a missing or foreign LUN is named)
-    or at least how many. ``hardware.storage`` says only the paths per LUN, so without one
-    of these a LUN whose whole map is gone could not be noticed: the judge then errors."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    wwids: list[str] = Field(default_factory=list,
-                             description="WWIDs of the LUNs every node must have mapped")
-    lun_count: int | None = Field(default=None, ge=1, description="how many LUNs (maps) "
-                                  "every node must have, when their WWIDs vary per node")
-    timeout_s: int = Field(default=60, ge=5)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> MultipathParams:
-        bad = [w for w in self.wwids if not re.match(_WWID, w)]
-        if bad:
-            raise ValueError(f"not multipath WWIDs: {bad}")
-        twice = sorted({w for w in self.wwids if self.wwids.count(w) > 1})
-        if twice:
-            raise ValueError(f"WWIDs listed twice: {twice}")
-        if self.wwids and self.lun_count is not None and self.lun_count != len(self.wwids):
-            raise ValueError(f"lun_count {self.lun_count} differs from the {len(self.wwids)} "
-                             "WWIDs listed")
-        return self
-
-
-def multipath_command(params: MultipathParams, hostvars: Mapping[str, Any]) -> list[str]:
-    return ["multipath", "-ll"]
-
-
-def judge_multipath(topo: MultipathTopology, params: MultipathParams,
-                    thresholds: Mapping[str, Threshold], hardware: Hardware) -> Judgement:
-    """Every expected LUN (``params.wwids``, or ``params.lun_count`` of them) has a map,
-    no map is foreign, and every map has >= ``multipath_paths_per_lun`` healthy paths and
-    none unhealthy. A path or map listed twice is refused by the parser."""
-    assert hardware.storage is not None and hardware.storage.multipath_paths_per_lun
-    want = hardware.storage.multipath_paths_per_lun
-    luns = f"LUNs {', '.join(params.wwids)}" if params.wwids else \
-        f"{params.lun_count} LUNs" if params.lun_count else "the expected LUNs"
-    expected = f"{luns}, each with >= {want} active/ready paths, none failed"
-    details: dict[str, float | str] = {"maps": len(topo.maps)}
-    if not params.wwids and params.lun_count is None:
-        return Judgement(Status.ERROR, "the profile does not say which LUNs to expect (set "
-                         "checks.redundancy.multipath.params.wwids or lun_count): a LUN "
-                         "whose whole map is gone could not be noticed", expected=expected,
-                         details=details)
-    if not topo.maps:
-        return Judgement(Status.FAIL, f"no multipath map, expected {luns} with {want} paths "
-                         "each", 0.0, "paths", expected, details=details)
-    fails: list[str] = []
-    if params.wwids:
-        found = {m.wwid for m in topo.maps}
-        fails += [f"LUN {w}: no multipath map" for w in params.wwids if w not in found]
-        fails += [f"{m.name} ({m.wwid}): not an expected LUN" for m in topo.maps
-                  if m.wwid not in params.wwids]
-    elif params.lun_count is not None and len(topo.maps) != params.lun_count:
-        fails.append(f"{len(topo.maps)} multipath map(s) "
-                     f"({', '.join(m.name for m in topo.maps)}), expected {params.lun_count}")
-    for m in topo.maps:
-        good = [p for p in m.paths if p.healthy]
-        bad = [f"{p.device} ({p.hctl}) {p.dm_state} {p.path_state} {p.online_state}".rstrip()
-               for p in m.paths if not p.healthy]
-        if len(good) < want or bad:
-            fails.append(f"{m.name} ({m.wwid}): {len(good)}/{want} healthy paths"
-                         + (f", not healthy: {', '.join(bad)}" if bad else ""))
-    least = float(min(sum(p.healthy for p in m.paths) for m in topo.maps))
-    if fails:
-        return Judgement(Status.FAIL, "; ".join(fails), least, "paths", expected,
-                         details=details)
-    return Judgement(Status.PASS, f"{len(topo.maps)} map(s), each with >= {want} healthy "
-                     "paths", least, "paths", expected, details=details)
-
-
-def _multipath_applies(hw: Hardware) -> str | None:
-    if hw.storage is None or hw.storage.multipath_paths_per_lun is None:
-        return "the profile expects no multipath storage (storage.multipath_paths_per_lun unset)"
-    return None
-
-
-class ExpectedBond(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,15}$")
-    mode: str = Field(pattern=r"^(balance-rr|active-backup|balance-xor|broadcast|802\.3ad|"
-                              r"balance-tlb|balance-alb)$")
-    members: list[str] = Field(min_length=1)
-
-
-class BondingParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    bonds: list[ExpectedBond] = Field(default_factory=list)
-    timeout_s: int = Field(default=30, ge=5)
-
-
-BONDING_SCRIPT = ('for f in /proc/net/bonding/*; do [ -e "$f" ] || continue; '
-                  'echo "==> $f <=="; cat "$f"; done')
-
-
-def bonding_command(params: BondingParams, hostvars: Mapping[str, Any]) -> list[str]:
-    """A fixed script: every bond's /proc file, each after a ``==> path <==`` line."""
-    return ["sh", "-c", BONDING_SCRIPT]
-
-
-def judge_bonding(report: BondingReport, params: BondingParams,
-                  thresholds: Mapping[str, Threshold], hardware: Hardware) -> Judgement:
-    found = {b.name: b for b in report.bonds}
-    if not params.bonds:
-        extra = f" (found {', '.join(sorted(found))}, not judged)" if found else ""
-        return Judgement(Status.PASS, f"no bonds expected{extra}")
-    fails: list[str] = []
-    for want in params.bonds:
-        bond = found.get(want.name)
-        if bond is None and len(report.bonds) == 1 and len(params.bonds) == 1 \
-                and not report.bonds[0].name:
-            bond = report.bonds[0]  # a single file read without its name
-        if bond is None:
-            fails.append(f"{want.name}: no such bond (found: {', '.join(sorted(found)) or 'none'})")
-            continue
-        if bond.mode != want.mode:
-            fails.append(f"{want.name}: mode {bond.mode} ({bond.mode_text}), expected {want.mode}")
-        slaves = {s.interface: s for s in bond.slaves}
-        for member in want.members:
-            s = slaves.get(member)
-            if s is None:
-                fails.append(f"{want.name}: member {member} is not enslaved "
-                             f"(slaves: {', '.join(slaves) or 'none'})")
-            elif not s.mii_up:
-                fails.append(f"{want.name}: member {member} MII status {s.mii_status or '?'} "
-                             f"(link failures {s.link_failure_count})")
-        foreign = [x for x in slaves if x not in want.members]
-        if foreign:
-            fails.append(f"{want.name}: {', '.join(foreign)} enslaved but not an expected "
-                         f"member ({', '.join(want.members)})")
-        if want.mode == "802.3ad" and bond.mode == "802.3ad":
-            fails += _lacp_findings(want, bond)
-    if fails:
-        return Judgement(Status.FAIL, "; ".join(fails), expected="bonds "
-                         + ", ".join(f"{b.name} {b.mode} {'+'.join(b.members)}"
-                                     for b in params.bonds))
-    return Judgement(Status.PASS, f"{len(params.bonds)} bond(s) in mode with all members up: "
-                     + ", ".join(b.name for b in params.bonds))
-
-
-def _lacp_findings(want: ExpectedBond, bond: Bond) -> list[str]:
-    fails = []
-    if bond.partner_mac == NO_PARTNER:
-        fails.append(f"{want.name}: no LACP partner (active aggregator "
-                     f"{bond.active_aggregator_id}, partner MAC {NO_PARTNER}): the switch "
-                     "ports are not negotiating 802.3ad")
-    members = [s for s in bond.slaves if s.interface in want.members]
-    no_partner = [s.interface for s in members if s.partner_mac == NO_PARTNER and s.mii_up]
-    if no_partner and bond.partner_mac != NO_PARTNER:
-        fails.append(f"{want.name}: no LACP partner on {', '.join(no_partner)}")
-    aggregators = {s.aggregator_id for s in members if s.aggregator_id is not None}
-    active = bond.active_aggregator_id
-    outside = [f"{s.interface} (aggregator {s.aggregator_id})" for s in members
-               if s.aggregator_id is not None and
-               (s.aggregator_id != active if active is not None else len(aggregators) > 1)]
-    if outside:
-        fails.append(f"{want.name}: members outside the active aggregator "
-                     f"{active if active is not None else ''}: {', '.join(outside)}".replace(
-                         "aggregator :", "aggregator:"))
-    return fails
-
-
-CHECKS = (
-    Check(
-        name="redundancy.psu_ipmi",
-        scope=Scope.NODE,
-        tags=frozenset({"redundancy", "psu", "ipmi"}),
-        description="PSUs present and healthy, PSU redundancy intact (BMC SDR via ipmitool)",
-        params_model=PsuIpmiParams,
-        metrics=frozenset(),
-        optional_metrics=frozenset({"input_power"}),
-        command=psu_ipmi_command,
-        timeout_s=lambda p: int(p.timeout_s),
-        parse=parse_ipmi_sdr,
-        judge=judge_psu_ipmi,
-        applies=_psu_applies,
-        runs_on="control",
-        secret_var="rackgate_bmc_password",
-    ),
-    Check(
-        name="redundancy.multipath",
-        scope=Scope.NODE,
-        tags=frozenset({"redundancy", "storage", "multipath"}),
-        description="Every multipath LUN has its expected healthy paths (multipath -ll)",
-        params_model=MultipathParams,
-        metrics=frozenset(),
-        command=multipath_command,
-        timeout_s=lambda p: int(p.timeout_s),
-        parse=parse_multipath_ll,
-        judge=judge_multipath,
-        applies=_multipath_applies,
-    ),
-    Check(
-        name="redundancy.bonding",
-        scope=Scope.NODE,
-        tags=frozenset({"redundancy", "network", "bonding"}),
-        description="Bonds in their expected mode, every member up, LACP partner present",
-        params_model=BondingParams,
-        metrics=frozenset(),
-        command=bonding_command,
-        timeout_s=lambda p: int(p.timeout_s),
-        parse=parse_bonding,
-        judge=judge_bonding,
-    ),
+CHECK = Check(
+    name="redundancy.psu_ipmi",
+    scope=Scope.NODE,
+    tags=frozenset({"redundancy", "psu", "ipmi"}),
+    description="PSUs present and healthy, PSU redundancy intact (BMC SDR via ipmitool)",
+    params_model=PsuIpmiParams,
+    metrics=frozenset(),
+    optional_metrics=frozenset({"input_power"}),
+    command=psu_ipmi_command,
+    parse=parse_ipmi_sdr,
+    judge=judge_psu_ipmi,
+    applies=_psu_applies,
+    runs_on="control",
+    secret_var="rackgate_bmc_password",
 )
 
-__all__ = ["CHECKS", "BondingParams", "MultipathParams", "PsuIpmiParams", "judge_bonding",
-           "judge_multipath", "judge_psu_ipmi", "psu_ipmi_command"]
+__all__ = ["CHECK", "INPUT_OVER_RATING", "MAX_PSU_INPUT_W", "PsuIpmiParams", "judge_psu_ipmi",
+           "psu_ipmi_command"]

@@ -1,0 +1,51 @@
+"""The rack-level judgements over every node's results (``checks.base.RackCheck``: peer
+comparison, version drift, duplicate identities), as the rack's profile configures them
+in its ``rack:`` section. Pure: results and profile in, results out.
+
+A judgement that fails (a bug, input nobody foresaw) never stops the report: every node
+then gets an ``error`` naming it, since its judgement is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from rackgate.checks.base import RackCheck
+from rackgate.judge.evidence import finite
+from rackgate.model import Result, Status, describe
+from rackgate.profile import Profile
+
+
+def _contained(name: str, judge: Callable[[list[Result]], list[Result]],
+               judged: list[Result], hosts: Sequence[str],
+               kept: Sequence[Result] = ()) -> list[Result]:
+    """``judge(judged)``, every figure finite; if it raises, ``kept`` (what it would have
+    returned unchanged) plus an ``error`` naming it for every node."""
+    try:
+        return [finite(r) for r in judge(judged)]
+    except Exception as exc:  # a bug here must not stop the report
+        why = f"{name} failed: {describe(exc)}"
+        return [*kept, *(Result(h, name, Status.ERROR, why) for h in hosts)]
+
+
+def judge_rack(judged: list[Result], profile: Profile, hosts: Sequence[str],
+               registry: Mapping[str, RackCheck]) -> list[Result]:
+    """``judged`` (revised by the judgements that revise results) followed by the results
+    of the others, each enabled rack-level judgement of ``profile`` in registry order."""
+    results, own = judged, []
+    for name, check in registry.items():
+        cp = profile.rack_check(name)
+        if cp is None or not cp.enabled:
+            continue
+
+        params: Mapping[str, object] = cp.params
+
+        def run(rs: list[Result], check: RackCheck = check,
+                params: Mapping[str, object] = params) -> list[Result]:
+            return check.judge(rs, check.params_model.model_validate(params))
+
+        if check.revises:
+            results = _contained(name, run, results, hosts, kept=results)
+        else:
+            own += _contained(name, run, results, hosts)
+    return results + own

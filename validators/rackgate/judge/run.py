@@ -1,0 +1,117 @@
+"""Judging a stored run: (the run's hosts and checks, profiles, an evidence reader) in,
+every node's results out. Nothing here plans, collects or writes.
+
+Each check's placement judges its part: checks with evidence per node are judged node by
+node (the hot loop: on every core for a large run, forked workers inheriting the job),
+checks launched across the nodes once for all of them. Then the rack-level judgements
+(``judge.rack``) compare the nodes with each other. One (node, check) that cannot be
+judged is an ``error`` for it alone.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rackgate.checks.base import Check, RackCheck
+from rackgate.judge.evidence import missing_evidence
+from rackgate.judge.rack import judge_rack
+from rackgate.model import Result, Status, describe
+from rackgate.placement import EvidenceReader, Judged, JudgeJob, OnNode, placement_of
+
+PARALLEL_MIN_RESULTS = 5000  # below this, forking costs more than it saves
+
+
+@dataclass(frozen=True)
+class _Work:
+    """The per-node part of a judgement, as forked workers inherit it."""
+
+    job: JudgeJob
+    reader: EvidenceReader
+    each: Sequence[tuple[str, Check | None, OnNode | None]]  # name, check, its placement
+
+
+_FORKED: _Work | None = None  # handed to forked workers without pickling
+
+
+def _judge_hosts(work: _Work, hosts: Sequence[str]) -> Judged:
+    """Read, parse and judge every per-node check of ``hosts``: the per-result hot loop."""
+    out = Judged()
+    mismatches: dict[tuple[str, str, str], str] = {}
+    gc_was_on = gc.isenabled()
+    gc.disable()  # only acyclic objects are made here; collections would cost ~8 %
+    try:
+        for host in hosts:
+            for name, check, placement in work.each:
+                if check is None or placement is None:
+                    out.results.append(missing_evidence(
+                        host, name, f"check {name} is not known to this rackgate version"))
+                    continue
+                try:
+                    out.results.append(placement.judge_node(check, work.job, work.reader,
+                                                            host, out.digests, mismatches))
+                except Exception as exc:  # one (node, check) never stops the others
+                    out.results.append(missing_evidence(host, name,
+                                                        f"judging failed: {describe(exc)}"))
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return out
+
+
+def _judge_slice(bounds: tuple[int, int]) -> Judged:
+    assert _FORKED is not None
+    return _judge_hosts(_FORKED, _FORKED.job.hosts[bounds[0]:bounds[1]])
+
+
+def _judge_each_node(work: _Work) -> Judged:
+    """Every host's per-node checks, on every core for a large run (fork: workers inherit
+    ``work``)."""
+    global _FORKED
+    hosts = work.job.hosts
+    workers = min(os.cpu_count() or 1, 8)
+    if (len(hosts) * len(work.each) < PARALLEL_MIN_RESULTS or workers < 2
+            or "fork" not in multiprocessing.get_all_start_methods()):
+        return _judge_hosts(work, hosts)
+    step = max(1, len(hosts) // (workers * 4))
+    slices = [(i, min(i + step, len(hosts))) for i in range(0, len(hosts), step)]
+    _FORKED = work
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_judge_slice, slices)
+    finally:
+        _FORKED = None
+    out = Judged()
+    for part in parts:
+        out.add(part)
+    return out
+
+
+def judge_stored(job: JudgeJob, reader: EvidenceReader, registry: Mapping[str, Check],
+                 rack_registry: Mapping[str, RackCheck]) -> tuple[dict[str, list[Result]],
+                                                                  Judged]:
+    """Every node's results (per node, in the run's host order) and what they were judged
+    from (digests, report sections)."""
+    each: list[tuple[str, Check | None, OnNode | None]] = []
+    across = []
+    for name in job.checks:
+        check = registry.get(name)
+        placement = placement_of(check) if check is not None else None
+        if check is not None and placement is not None and not placement.by_node:
+            across.append((check, placement))
+        else:
+            each.append((name, check, placement if isinstance(placement, OnNode) else None))
+    judged = _judge_each_node(_Work(job, reader, each))
+    for check, placement in across:
+        try:
+            judged.add(placement.judge(check, job, reader, job.hosts))
+        except Exception as exc:  # one check never stops the report
+            judged.add(Judged([Result(h, check.name, Status.ERROR,
+                                      f"judging failed: {describe(exc)}") for h in job.hosts]))
+    per_node: dict[str, list[Result]] = {h: [] for h in job.hosts}
+    for r in judge_rack(judged.results, job.rack_profile, job.hosts, rack_registry):
+        per_node[r.node].append(r)
+    return per_node, judged
