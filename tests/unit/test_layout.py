@@ -151,3 +151,10 @@ def test_only_the_placements_ask_where_a_check_runs():
              for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if asking.search(line)]
     assert where == []
+
+
+def test_every_check_declares_a_scope_its_placement_gives():
+    from rackgate.checks import REGISTRY
+    from rackgate.placement import placement_of
+
+    assert {c.name: placement_of(c).name for c in REGISTRY.values()}  # none raises

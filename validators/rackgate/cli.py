@@ -26,12 +26,13 @@ from rich.progress import (
 from rich.table import Table
 
 from rackgate import __version__
-from rackgate.checks import REGISTRY
+from rackgate.checks import RACK_REGISTRY, REGISTRY
 from rackgate.checks.base import Check
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.demo.rack import DemoError
 from rackgate.inventory import InventoryError, load_inventory
 from rackgate.model import Verdict
+from rackgate.placement import placement_of
 from rackgate.profile import available_profiles
 from rackgate.reports.verify import verify_report
 from rackgate.run import RunOutcome, judge_run, load_profile_or_fail, resume, validate
@@ -231,8 +232,13 @@ def cmd_list(args: argparse.Namespace) -> int:
             out.print(name)
     else:
         for c in REGISTRY.values():
-            out.print(f"{c.name:<20} {c.scope.value:<9} {','.join(sorted(c.tags)):<14} "
-                      f"{c.description}", markup=False, highlight=False)
+            out.print(f"{c.name:<24} {c.scope.value:<9} {placement_of(c).where:<22} "
+                      f"{','.join(sorted(c.tags)):<14} {c.description}", markup=False,
+                      highlight=False)
+        for r in RACK_REGISTRY.values():
+            out.print(f"{r.name:<24} {r.scope.value:<9} {'over every result':<22} "
+                      f"{','.join(sorted(r.tags)):<14} {r.description}", markup=False,
+                      highlight=False)
     return 0
 
 

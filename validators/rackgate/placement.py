@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
-from rackgate.checks.base import Check, CommandError
+from rackgate.checks.base import Check, CommandError, Scope
 from rackgate.collect.launch import Across
 from rackgate.collect.task import DEFAULT_LOCK_FILE, Task
 from rackgate.judge.evidence import (
@@ -164,6 +164,8 @@ class Placement:
     """Where a check's command runs; subclasses plan and judge their part of a run."""
 
     name: ClassVar[str]
+    where: ClassVar[str]  # for people: where the command runs
+    scopes: ClassVar[frozenset[Scope]] = frozenset({Scope.NODE})  # what one result covers
     phase: ClassVar[int] = 0  # collection runs phase 0 first, then phase 1
     by_node: ClassVar[bool] = True  # evidence per node: judged node by node, in parallel
 
@@ -214,6 +216,7 @@ class OnNode(Placement):
     """The command runs on each node under test, under the node lock."""
 
     name = "node"
+    where = "on the node"
 
     def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
         return [self._task(h, check, view.profiles[h], view) for h in view.nodes
@@ -259,6 +262,7 @@ class OnControlHost(OnNode):
     rackgate's own programs run with rackgate's interpreter."""
 
     name = "control"
+    where = "on the control host"
     _on_control = True
 
     def _lock(self, host: str, hostvars: Mapping[str, Any], view: RunView) -> str | None:
@@ -275,6 +279,8 @@ class AcrossNodes(Placement):
     """The command runs once on the launch host and starts a job across every node."""
 
     name = "launcher"
+    where = "once, across the nodes"
+    scopes = frozenset({Scope.RACK, Scope.NODE_PAIR})
     phase = 1
     by_node = False
 
@@ -339,5 +345,10 @@ PLACEMENTS: Mapping[str, Placement] = {p.name: p for p in (ON_NODE, ON_CONTROL_H
 
 
 def placement_of(check: Check) -> Placement:
-    """Where ``check`` runs."""
-    return PLACEMENTS[check.runs_on]
+    """Where ``check`` runs. A check whose declared scope its placement cannot give (a
+    per-node check launched across the nodes, say) is a bug in its declaration."""
+    placement = PLACEMENTS[check.runs_on]
+    if check.scope not in placement.scopes:
+        raise ValueError(f"check {check.name}: scope {check.scope.value} cannot run "
+                         f"{placement.where}")
+    return placement

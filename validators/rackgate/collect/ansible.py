@@ -19,19 +19,16 @@ What the collector guarantees, and how:
   removes it after the host's commands, and the directory goes when collection ends (after
   a SIGKILL: at ``--resume``, or at the next collection on this host).
 - **One benchmark per node at a time.** Every command on a node (or the launch host) runs
-  under :data:`LOCK_SCRIPT`: it takes ``flock`` on the node's lock file (bounded wait),
-  writes who holds it, and then execs ``timeout``; the lock stays held while the command
-  or anything it left behind lives. A command of another run waits, then gives up naming
-  the holder (rc :data:`LOCK_BUSY_RC`, recorded as ``not_run``). A holder from an earlier,
-  killed attempt of the same run (same :func:`run_token`) is ended first.
+  under the node lock wrapper (``collect.task.LOCK_SCRIPT``); a command that found the
+  lock held by another run (rc ``LOCK_BUSY_RC``) is recorded as ``not_run``.
 - **Nothing outlives an interrupted collection.** ansible-playbook starts through a small
   wrapper that records its pid and start time in the run directory
-  (:data:`RECORD_NAME`) and asks the kernel to SIGTERM it if rackgate dies; every process
-  of the collection carries ``RACKGATE_COLLECT=<token>`` in its environment. On
-  :class:`Stop` (SIGTERM/SIGINT), on any exception and on ``--resume`` after a crash,
-  :func:`end_collection` ends that process and every process carrying the token
-  (SIGTERM, bounded wait, SIGKILL), and :func:`release_nodes` ends this run's commands
-  still running on the nodes. Every wait is bounded.
+  (``collect.processes.RECORD_NAME``) and asks the kernel to SIGTERM it if rackgate dies;
+  every process of the collection carries ``RACKGATE_COLLECT=<token>`` in its environment.
+  On a stop (SIGTERM/SIGINT), on any exception and on ``--resume`` after a crash,
+  ``collect.processes`` ends that process and every process carrying the token (SIGTERM,
+  bounded wait, SIGKILL), and :func:`release_nodes` ends this run's commands still running
+  on the nodes. Every wait is bounded.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Judging: stored evidence and profiles in, results out. Pure, except ``judge.run``'s
-reading of the evidence through the store it is given.
+"""Judging: stored evidence and profiles in, results out. Pure: evidence is read only
+through the reader it is given.
 
-``evidence`` judges one (node, check) from its evidence; ``rack`` runs the rack-level
-judgements (peer comparison, version drift, duplicate identities) over every result.
+``evidence`` judges one (node, check) from its evidence; ``run`` judges a stored run, each
+check through its placement; ``rack`` runs the rack-level judgements (peer comparison,
+version drift, duplicate identities) over every node's results.
 """

@@ -25,6 +25,7 @@ def _profile_doc(profile: Profile) -> dict[str, Any]:
         "sha256": profile.sha256,
         "description": profile.model.description,
         "checks": {name: cp.model_dump() for name, cp in profile.model.checks.items()},
+        "rack": {name: cp.model_dump() for name, cp in profile.model.rack.items()},
     }
 
 
