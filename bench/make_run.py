@@ -3,7 +3,7 @@
     python bench/make_run.py /var/tmp/rackgate-bench/run-10k --nodes 10000 --checks 20
 
 The run directory looks like one ``rackgate validate`` leaves behind: ``manifest.json``
-(schema rackgate.manifest/1, the keys runner.validate writes) and, per host and check,
+(schema rackgate.manifest/1, the keys run.validate writes) and, per host and check,
 ``evidence/<host>/<check>.out`` + ``.json`` written through
 ``EvidenceStore(run_dir, sync=False).write(...)``. Evidence text comes from the project's
 real fixtures (tests/fixtures/fio: fio 3.33 captures; tests/fixtures/identity), with

@@ -9,6 +9,7 @@ against :data:`CATALOG`; :func:`load_profile` and :func:`profile_from_document` 
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,7 +55,8 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
 REGISTRY: dict[str, Check]  # what collection runs: name -> check
 RACK_REGISTRY: dict[str, RackCheck]  # what is judged across the nodes, in the order it runs
 REGISTRY, RACK_REGISTRY = _build_registry()
-CATALOG: Mapping[str, CheckSpec] = {**REGISTRY, **RACK_REGISTRY}
+# every check a profile may name (a live view: a check registered later is seen too)
+CATALOG: Mapping[str, CheckSpec] = ChainMap[str, Any](REGISTRY, RACK_REGISTRY)
 
 
 def load_profile(name_or_path: str) -> Profile:
