@@ -108,8 +108,10 @@ def _identifiers(r: Result, compare: Sequence[Identifier]) -> list[tuple[str, st
 
 
 def judge_duplicates(results: Sequence[Result], p: DuplicateParams) -> list[Result]:
-    """One result per node: ``fail`` naming the nodes it shares an identity with (none at
-    all when ``node.identity`` is not in the run).
+    """One result per node whose identity was read: ``fail`` naming the nodes it shares an
+    identity with. A node whose ``node.identity`` is an error or a skip gets none (that
+    result already keeps it from being accepted), nor does any node when ``node.identity``
+    is not in the run.
 
     >>> def ident(node, mid):
     ...     return Result(node, NAME, Status.PASS, "ok", details={"machine_id": mid})
@@ -134,11 +136,7 @@ def judge_duplicates(results: Sequence[Result], p: DuplicateParams) -> list[Resu
     out = []
     for node in nodes:
         if node not in known:
-            r = idents.get(node)
-            why = f"{NAME} {r.status.label}: {r.message}" if r else f"no {NAME} result"
-            out.append(Result(node, DUPLICATES, Status.ERROR, f"its identity was not read "
-                              f"({why}): it cannot be told apart from the other nodes"))
-            continue
+            continue  # its own node.identity result (error, skip, none) already says why
         ids = known[node]
         if not ids:
             out.append(Result(node, DUPLICATES, Status.SKIP, f"nothing to compare: the node "
