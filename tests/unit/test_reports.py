@@ -172,3 +172,24 @@ def test_verdict_banner_lists_at_most_twenty_reasons(tmp_path, fixture_text):
     html = judge_run(stored_run(tmp_path, fixture_text, hosts)).report_html.read_text()
     banner = html[: html.index("</header>")]
     assert banner.count("<li>") == 21 and "and 5 more" in banner
+
+
+def test_a_history_that_cannot_be_written_never_loses_the_reports(tmp_path, fixture_text,
+                                                                   capsys):
+    """The history is written after the reports; when it fails, the outcome says why, the
+    CLI warns, and the exit code still follows the verdict."""
+    from rackgate.cli import main
+    from rackgate.store.history import default_history_path
+
+    healthy = fixture_text("fio/seq-read-healthy.json")
+    run = stored_run(tmp_path, fixture_text, [("n1", "", {}, healthy), ("n2", "", {}, healthy)])
+    default_history_path(tmp_path / "runs").mkdir()  # a directory where the database goes
+    outcome = judge_run(run)
+    assert outcome.history_error and "history was not updated" in outcome.history_error
+    for path in (outcome.reports.json, outcome.reports.html, outcome.reports.junit,
+                 outcome.reports.summary):
+        assert path.parent == run and path.stat().st_size > 0, path
+    assert json.loads(outcome.report_json.read_text())["verdict"] == "ACCEPT"
+    assert main(["judge", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: reports written to" in err and "history was not updated" in err
