@@ -16,7 +16,8 @@ of three placements, and nothing else in rackgate asks:
 
 A placement plans its part of a run (:meth:`Placement.plan`: tasks to run, records of
 what cannot run, skips) from a :class:`RunView`, and judges its part of a stored run
-(:meth:`Placement.judge`) through an evidence reader. Both are pure apart from that
+through an evidence reader: node by node (:meth:`OnNode.judge_node`) or once for every
+node (:meth:`AcrossNodes.judge`). Both are pure apart from that
 reader: planning is unit-tested without Ansible or a run directory.
 """
 
@@ -174,6 +175,9 @@ class Placement:
 
     def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
               hosts: Sequence[str]) -> Judged:
+        """Every node's result from evidence shared by ``hosts`` (``by_node`` False);
+        placements with evidence per node judge one node at a time (``OnNode.judge_node``,
+        which ``judge.run`` calls in its per-node loop)."""
         raise NotImplementedError
 
     # -- shared by the placements ------------------------------------------------------
@@ -221,13 +225,6 @@ class OnNode(Placement):
     def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
         return [self._task(h, check, view.profiles[h], view) for h in view.nodes
                 if not usable(h, check.name)]
-
-    def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
-              hosts: Sequence[str]) -> Judged:
-        out = Judged()
-        for host in hosts:
-            out.results.append(self.judge_node(check, job, reader, host, out.digests, {}))
-        return out
 
     def judge_node(self, check: Check, job: JudgeJob, reader: EvidenceReader, host: str,
                    digests: dict[tuple[str, str], str],
