@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from rackgate.demo.bmc import IPMI_SIM_FILES, BmcError, start_ipmi_sim
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -50,3 +56,32 @@ def corpus_params(folder: str, pattern: str = "*") -> list[object]:
     if not CORPUS.is_dir():
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"no corpus at {CORPUS}"))]
     return [pytest.param(f, id=f.path.name) for f in corpus_files(folder, pattern)]
+
+
+def free_port(kind: int) -> int:
+    """A loopback port the kernel just handed out (``socket.SOCK_DGRAM`` for RMCP+, which
+    is UDP, or ``socket.SOCK_STREAM``), so tests running side by side don't collide."""
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def ipmi_sim(work_dir: Path, files: Path = IPMI_SIM_FILES) -> Iterator[tuple[int, int]]:
+    """ipmi_sim on loopback with ``files``: (LAN port, console port) while it runs. It is
+    stopped on leaving (SIGTERM, at most 5 s, then SIGKILL); a start failure fails the
+    test with its reason."""
+    lan, console = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
+    try:
+        proc = start_ipmi_sim(work_dir, lan, console, files)
+    except BmcError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield lan, console
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)

@@ -10,7 +10,6 @@ bootstrap installs them): without them the tests FAIL, saying so.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -20,9 +19,10 @@ from typing import TypeVar
 
 import pytest
 
+from conftest import ipmi_sim
 from rackgate.checks.base import SECRET_FILE
 from rackgate.checks.redundancy import PsuIpmiParams, judge_psu_ipmi, psu_ipmi_command
-from rackgate.demo.bmc import BmcError, ipmi_console, start_ipmi_sim
+from rackgate.demo.bmc import ipmi_console
 from rackgate.model import Judgement, Status
 from rackgate.parsers.ipmi import parse_ipmi_sdr
 from rackgate.profile import Hardware, PsuSpec
@@ -38,19 +38,6 @@ def _need(tool: str, package: str) -> str:
         pytest.fail(f"{tool} is not installed: run `apt-get install -y {package}` "
                     "(scripts/bootstrap.sh --test installs it)", pytrace=False)
     return path
-
-
-def _free_udp_port() -> int:
-    """RMCP+ is UDP: a port the kernel just handed out, so parallel tests don't collide."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-        udp.bind(("127.0.0.1", 0))
-        return int(udp.getsockname()[1])
-
-
-def _free_tcp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-        tcp.bind(("127.0.0.1", 0))
-        return int(tcp.getsockname()[1])
 
 
 @dataclass
@@ -83,20 +70,8 @@ def bmc(tmp_path: Path) -> Iterator[Bmc]:
     _need("ipmi_sim", "openipmi")
     _need("sdrcomp", "openipmi")
     _need("ipmitool", "ipmitool")
-    lan_port, console_port = _free_udp_port(), _free_tcp_port()
-    try:
-        proc = start_ipmi_sim(tmp_path, lan_port, console_port)
-    except BmcError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with ipmi_sim(tmp_path) as (lan_port, console_port):
         yield Bmc(lan_port, console_port, tmp_path / "ipmi_sim.log")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def test_healthy_bmc_passes(bmc: Bmc) -> None:

@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,10 +30,11 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import ipmi_sim
 from rackgate.checks import load_profile
 from rackgate.collect.ansible import collect
 from rackgate.collect.task import Task
-from rackgate.demo.bmc import BmcError, redfish_handler, start_ipmi_sim
+from rackgate.demo.bmc import redfish_handler
 from rackgate.run import resume, validate
 from rackgate.store.evidence import EvidenceStore
 from rackgate.store.manifest import RunError, new_run_dir
@@ -121,12 +121,6 @@ def redfish(request: pytest.FixtureRequest) -> Redfish:
     return Redfish(request)
 
 
-def _free_port(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def ipmi_port(tmp_path: Path) -> Iterator[int]:
     """ipmi_sim on loopback with the project's files, its admin password set to PASSWORD."""
@@ -139,20 +133,8 @@ def ipmi_port(tmp_path: Path) -> Iterator[int]:
     conf = (files / "lan.conf").read_text()
     assert '"admin" "password"' in conf
     (files / "lan.conf").write_text(conf.replace('"admin" "password"', f'"admin" "{PASSWORD}"'))
-    lan = _free_port(socket.SOCK_DGRAM)
-    try:
-        proc = start_ipmi_sim(tmp_path / "ipmi", lan, _free_port(socket.SOCK_STREAM), files)
-    except BmcError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with ipmi_sim(tmp_path / "ipmi", files) as (lan, _console):
         yield lan
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def processes() -> dict[int, tuple[str, bytes]]:

@@ -168,16 +168,8 @@ class Placement:
     where: ClassVar[str]  # for people: where the command runs
     scopes: ClassVar[frozenset[Scope]] = frozenset({Scope.NODE})  # what one result covers
     phase: ClassVar[int] = 0  # collection runs phase 0 first, then phase 1
-    by_node: ClassVar[bool] = True  # evidence per node: judged node by node, in parallel
 
     def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
-        raise NotImplementedError
-
-    def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
-              hosts: Sequence[str]) -> Judged:
-        """Every node's result from evidence shared by ``hosts`` (``by_node`` False);
-        placements with evidence per node judge one node at a time (``OnNode.judge_node``,
-        which ``judge.run`` calls in its per-node loop)."""
         raise NotImplementedError
 
     # -- shared by the placements ------------------------------------------------------
@@ -217,7 +209,9 @@ class Placement:
 
 
 class OnNode(Placement):
-    """The command runs on each node under test, under the node lock."""
+    """The command runs on each node under test, under the node lock. Its evidence is per
+    node, so it is judged node by node (:meth:`judge_node`, in ``judge.run``'s parallel
+    loop)."""
 
     name = "node"
     where = "on the node"
@@ -279,7 +273,6 @@ class AcrossNodes(Placement):
     where = "once, across the nodes"
     scopes = frozenset({Scope.RACK, Scope.NODE_PAIR})
     phase = 1
-    by_node = False
 
     def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
         host = view.launch_host
@@ -306,6 +299,7 @@ class AcrossNodes(Placement):
 
     def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
               hosts: Sequence[str]) -> Judged:
+        """Every node's result from the one evidence file of the job across ``hosts``."""
         name, profile = check.name, job.rack_profile
 
         def every(why: str, status: Status = Status.ERROR) -> Judged:

@@ -21,6 +21,7 @@ check families can import the profile's types without an import cycle.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -250,22 +251,19 @@ def _format_errors(source: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+@functools.cache
 def _common_rack() -> dict[str, Any]:
-    """The rack-level settings every profile starts from (profiles/common/rack.yaml)."""
-    global _COMMON
-    if _COMMON is None:
-        try:
-            doc = yaml.safe_load(COMMON_RACK.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ProfileError(f"{COMMON_RACK}: cannot read the common rack settings: "
-                               f"{exc}") from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("rack"), dict):
-            raise ProfileError(f"{COMMON_RACK}: must be a mapping with a rack: section")
-        _COMMON = doc["rack"]
-    return copy.deepcopy(_COMMON)
-
-
-_COMMON: dict[str, Any] | None = None
+    """The rack-level settings every profile starts from (profiles/common/rack.yaml), read
+    once; callers deep-merge over it (``deep_merge`` copies it) and never change it."""
+    try:
+        doc = yaml.safe_load(COMMON_RACK.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ProfileError(f"{COMMON_RACK}: cannot read the common rack settings: "
+                           f"{exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rack"), dict):
+        raise ProfileError(f"{COMMON_RACK}: must be a mapping with a rack: section")
+    rack: dict[str, Any] = doc["rack"]
+    return rack
 
 
 def _section_problems(where: str, name: str, cp: CheckProfile, spec: CheckSpec | None,
@@ -294,11 +292,10 @@ def _section_problems(where: str, name: str, cp: CheckProfile, spec: CheckSpec |
 
 def profile_from_document(raw: Mapping[str, Any], source: str, catalog: Catalog) -> Profile:
     """Validate a profile document against ``catalog`` (the checks a profile may name)."""
-    if isinstance(raw, Mapping):
-        merged = {**raw, "rack": deep_merge(_common_rack(), raw.get("rack") or {})
-                  if isinstance(raw.get("rack") or {}, Mapping) else raw.get("rack")}
-    else:
-        merged = raw  # refused below, naming the top level
+    merged: Any = raw  # not a mapping, or a rack: that is not one: refused below, named
+    rack = (raw.get("rack") or {}) if isinstance(raw, Mapping) else None
+    if isinstance(rack, Mapping):
+        merged = {**raw, "rack": deep_merge(_common_rack(), rack)}
     try:
         model = ProfileModel.model_validate(merged)
     except ValidationError as exc:

@@ -10,12 +10,21 @@ plans again.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rackgate.checks.base import Check
 from rackgate.collect.task import Task
-from rackgate.placement import NotRun, Planned, RunView, Skipped, Usable, placement_of
+from rackgate.placement import (
+    NotRun,
+    OnNode,
+    Planned,
+    RunView,
+    Skipped,
+    Usable,
+    placement_of,
+)
 
 
 @dataclass(frozen=True)
@@ -45,7 +54,8 @@ class Plan:
 
     def pending(self, checks: Sequence[Check]) -> dict[str, int]:
         """How many evidence records (or skips) each check will see, for progress."""
-        return {c.name: sum(1 for p in self.planned if p.check == c.name) for c in checks}
+        counts = Counter(p.check for p in self.planned)
+        return {c.name: counts[c.name] for c in checks}
 
     phase_of: dict[str, int]  # check -> its placement's phase
 
@@ -53,16 +63,16 @@ class Plan:
 def plan(view: RunView, checks: Sequence[Check], usable: Usable) -> Plan:
     """Plan collecting ``checks`` for ``view``, leaving out what ``usable`` says is stored."""
     node_order = {n: i for i, n in enumerate(view.nodes)}
-    by_node: list[tuple[int, int, Planned]] = []
+    per_node: list[tuple[int, int, Planned]] = []
     later: list[Planned] = []
     phase = {}
     for k, check in enumerate(checks):
         placement = placement_of(check)
         phase[check.name] = placement.phase
         for item in placement.plan(check, view, usable):
-            if placement.by_node:
-                by_node.append((node_order.get(item.host, len(node_order)), k, item))
+            if isinstance(placement, OnNode):  # node by node, checks in their order
+                per_node.append((node_order.get(item.host, len(node_order)), k, item))
             else:
                 later.append(item)
-    ordered = [item for _, _, item in sorted(by_node, key=lambda t: (t[0], t[1]))]
+    ordered = [item for _, _, item in sorted(per_node, key=lambda t: (t[0], t[1]))]
     return Plan(tuple(ordered + later), phase)

@@ -8,6 +8,7 @@ then gets an ``error`` naming it, since its judgement is missing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from rackgate.checks.base import RackCheck
@@ -28,6 +29,11 @@ def _contained(name: str, judge: Callable[[list[Result]], list[Result]],
         return [*kept, *(Result(h, name, Status.ERROR, why) for h in hosts)]
 
 
+def _apply(check: RackCheck, params: Mapping[str, object],
+           results: list[Result]) -> list[Result]:
+    return check.judge(results, check.params_model.model_validate(params))
+
+
 def judge_rack(judged: list[Result], profile: Profile, hosts: Sequence[str],
                registry: Mapping[str, RackCheck]) -> list[Result]:
     """``judged`` (revised by the judgements that revise results) followed by the results
@@ -38,12 +44,7 @@ def judge_rack(judged: list[Result], profile: Profile, hosts: Sequence[str],
         if cp is None or not cp.enabled:
             continue
 
-        params: Mapping[str, object] = cp.params
-
-        def run(rs: list[Result], check: RackCheck = check,
-                params: Mapping[str, object] = params) -> list[Result]:
-            return check.judge(rs, check.params_model.model_validate(params))
-
+        run = functools.partial(_apply, check, cp.params)
         if check.revises:
             results = _contained(name, run, results, hosts, kept=results)
         else:

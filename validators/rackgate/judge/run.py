@@ -20,7 +20,14 @@ from rackgate.checks.base import Check, RackCheck
 from rackgate.judge.evidence import missing_evidence
 from rackgate.judge.rack import judge_rack
 from rackgate.model import Result, Status, describe
-from rackgate.placement import EvidenceReader, Judged, JudgeJob, OnNode, placement_of
+from rackgate.placement import (
+    AcrossNodes,
+    EvidenceReader,
+    Judged,
+    JudgeJob,
+    OnNode,
+    placement_of,
+)
 
 PARALLEL_MIN_RESULTS = 5000  # below this, forking costs more than it saves
 
@@ -96,14 +103,16 @@ def judge_stored(job: JudgeJob, reader: EvidenceReader, registry: Mapping[str, C
     """Every node's results (per node, in the run's host order) and what they were judged
     from (digests, report sections)."""
     each: list[tuple[str, Check | None, OnNode | None]] = []
-    across = []
+    across: list[tuple[Check, AcrossNodes]] = []
     for name in job.checks:
         check = registry.get(name)
         placement = placement_of(check) if check is not None else None
-        if check is not None and placement is not None and not placement.by_node:
+        if check is not None and isinstance(placement, AcrossNodes):
             across.append((check, placement))
-        else:
-            each.append((name, check, placement if isinstance(placement, OnNode) else None))
+        elif check is not None and isinstance(placement, OnNode):
+            each.append((name, check, placement))
+        else:  # not known to this version: an error on every node, in the per-node loop
+            each.append((name, None, None))
     judged = _judge_each_node(_Work(job, reader, each))
     for check, placement in across:
         try:

@@ -6,7 +6,6 @@ knows the file names.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,6 @@ class Reports:
     html: Path
     junit: Path
     summary: Path
-
-
-RENDERERS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {
-    "html": render_html, "junit": render_junit, "summary": render_markdown}
 
 
 def report_paths(out: Path) -> Reports:
@@ -69,8 +64,9 @@ def write_reports(doc: dict[str, Any], out: Path) -> Reports:
     except OSError as exc:
         raise RunError(f"cannot write {paths.json}: {exc.strerror or exc}") from None
     failed = []
-    for kind, render in RENDERERS.items():
-        path: Path = getattr(paths, kind)
+    renderers = ((paths.html, render_html), (paths.junit, render_junit),
+                 (paths.summary, render_markdown))
+    for path, render in renderers:
         try:
             atomic_write(path, render(doc).encode())
         except Exception as exc:  # the other reports are still written
