@@ -24,7 +24,8 @@ import standin_checks
 from rackgate.checks import REGISTRY
 from rackgate.judge.evidence import judge_evidence, missing_evidence
 from rackgate.model import Result
-from rackgate.run import node_profiles, recorded_profile
+from rackgate.run import recorded_profile
+from rackgate.selection import node_profiles
 from rackgate.store.evidence import EvidenceError, EvidenceStore
 from rackgate.store.manifest import read_manifest
 

@@ -48,7 +48,8 @@ declare -A needs=([podman]=podman [runc]=runc [debootstrap]=debootstrap
 # ... and for the tests (--test)
 declare -A test_needs=([chromium]=chromium   # renders the HTML report (e2e)
                        [promtool]=prometheus # `promtool test rules` for the alert rules
-                       [mpirun]=openmpi-bin) # the MPI probe is run for real in the unit tests
+                       [mpirun]=openmpi-bin  # the MPI probe is run for real in the unit tests
+                       [fio]=fio)            # retest collects fio on local hosts (integration)
 if $with_tests; then
   for cmd in "${!test_needs[@]}"; do needs[$cmd]="${test_needs[$cmd]}"; done
 fi

@@ -8,10 +8,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rackgate.demo.bmc import IPMI_SIM_FILES, BmcError, start_ipmi_sim
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DEMO_PROFILE = Path(__file__).resolve().parents[1] / "validators/rackgate/profiles/demo.yaml"
+
+
+def demo_profile_file(path: Path, checks: list[str], name: str = "test") -> Path:
+    """The shipped demo profile with only ``checks`` (their params and thresholds kept),
+    written to ``path`` under another ``name``."""
+    doc = yaml.safe_load(DEMO_PROFILE.read_text())
+    doc["name"] = name
+    doc["checks"] = {check: doc["checks"][check] for check in checks}
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ def test_ansible_inventory_is_on_path():
 
 
 def test_profile_overrides_from_several_variables_are_merged():
-    from rackgate.run import host_overrides
+    from rackgate.selection import host_overrides
     from rackgate.store.manifest import RunError
 
     hv = {"rackgate_profile_overrides": {"checks": {"fio.seq_read": {"enabled": False}}},

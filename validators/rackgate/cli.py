@@ -28,6 +28,7 @@ from rich.table import Table
 from rackgate import __version__
 from rackgate.checks import RACK_REGISTRY, REGISTRY
 from rackgate.checks.base import Check
+from rackgate.collect.preflight import PlanRefused, Problem, errors, preflight
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.demo.rack import DemoError
 from rackgate.inventory import InventoryError, load_inventory
@@ -35,7 +36,15 @@ from rackgate.model import Verdict
 from rackgate.placement import placement_of
 from rackgate.profile import available_profiles
 from rackgate.reports.verify import verify_report
-from rackgate.run import RunOutcome, judge_run, load_profile_or_fail, resume, validate
+from rackgate.run import (
+    RunOutcome,
+    judge_run,
+    load_profile_or_fail,
+    resume,
+    retest,
+    validate,
+)
+from rackgate.selection import prepare
 from rackgate.store.history import HistoryError, default_history_path, node_history, open_history
 from rackgate.store.manifest import RunError
 
@@ -63,8 +72,9 @@ def _summary(outcome: RunOutcome) -> int:
     verdict = outcome.rack.verdict
     colour = "green" if verdict is Verdict.ACCEPT else "red"
     accepted = sum(1 for n in outcome.rack.nodes if n.verdict is Verdict.ACCEPT)
+    revision = f", revision {outcome.revision}" if outcome.revision > 1 else ""
     out.print(f"[bold {colour}]Rack verdict: {verdict.value}[/] "
-              f"({accepted}/{len(outcome.rack.nodes)} nodes accepted)")
+              f"({accepted}/{len(outcome.rack.nodes)} nodes accepted{revision})")
     for reason in outcome.rack.reasons:
         out.print(f"  - {reason}", markup=False, highlight=False)
     reports = outcome.reports
@@ -79,18 +89,27 @@ def _summary(outcome: RunOutcome) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    if args.resume and args.retest:
+        raise RunError("--resume and --retest are two ways to go on with a run: give one")
     if args.resume:
         if args.inventory or args.profile or args.checks or args.limit:
             raise RunError("--resume takes the inventory, profile, hosts and checks from the "
                            "run's manifest.json; drop -i/--profile/--checks/--limit")
+    elif args.retest:
+        if args.inventory or args.profile or args.checks:
+            raise RunError("--retest takes the inventory, profile and checks from the run's "
+                           "manifest.json; drop -i/--profile/--checks (--limit picks nodes)")
     elif not (args.inventory and args.profile):
-        raise RunError("validate needs -i INVENTORY and --profile PROFILE (or --resume RUN_DIR)")
+        raise RunError("validate needs -i INVENTORY and --profile PROFILE (or --resume RUN_DIR, "
+                       "or --retest RUN_DIR)")
     checks = [c.strip() for part in (args.checks or []) for c in part.split(",") if c.strip()]
     if args.checks is not None and not checks:
         raise RunError(f"--checks {','.join(args.checks)!r} names no check or tag")
-    if args.limit is not None and not [p for p in args.limit.split(",") if p.strip()]:
+    if args.limit is not None and not args.limit.replace(",", " ").replace(":", " ").strip():
         raise RunError(f"--limit {args.limit!r} names no host pattern (leave it out to "
                        f"validate the whole group)")
+    if args.plan:
+        return _plan_only(args, checks)
     interactive = out.is_terminal
     progress = Progress(TextColumn("{task.description:<22}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=out,
@@ -100,8 +119,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     done: dict[str, int] = {}
 
     def on_plan(selected: Sequence[Check], pending: Mapping[str, int]) -> None:
-        what = f"resuming {args.resume}" if args.resume else \
-            f"group {args.group!r} against profile {args.profile}"
+        what = (f"resuming {args.resume}" if args.resume else
+                f"retesting the failures of {args.retest}" if args.retest else
+                f"group {args.group!r} against profile {args.profile}")
         out.print(f"Validating ({what}): " + ", ".join(f"{c.name} on {pending[c.name]} node(s)"
                                                      for c in selected),
                   markup=False, highlight=False)
@@ -121,13 +141,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
         with stop_on_signals(stop), progress:
             if args.resume:
                 outcome = resume(Path(args.resume), forks=args.forks, on_plan=on_plan,
-                                 progress=on_result, stop=stop)
+                                 progress=on_result, stop=stop,
+                                 keep_artifacts=args.keep_artifacts)
+            elif args.retest:
+                outcome = retest(Path(args.retest), limit=args.limit, forks=args.forks,
+                                 on_plan=on_plan, progress=on_result, stop=stop,
+                                 keep_artifacts=args.keep_artifacts)
             else:
                 outcome = validate(args.inventory, load_profile_or_fail(args.profile),
                                    group=args.group, limit=args.limit,
                                    checks=checks or None, runs_dir=Path(args.runs_dir),
                                    forks=args.forks, on_plan=on_plan, progress=on_result,
-                                   stop=stop)
+                                   stop=stop, keep_artifacts=args.keep_artifacts,
+                                   plan_first=not args.no_plan, on_problems=_print_problems)
+    except PlanRefused as exc:
+        _print_problems(exc.problems)
+        raise
     except (RunError, InventoryError) as exc:
         if stop():  # Ctrl-C also reached a child (ansible-inventory): say what happened
             raise Interrupted(stop.signame) from exc
@@ -138,6 +167,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
                   f"written", markup=False, highlight=False)
         return EXIT_CANNOT_RUN
     return code
+
+
+def _print_problems(problems: Sequence[Problem]) -> None:
+    """The plan's problems, one line each (severity, host, check: message), then a summary."""
+    for p in problems:
+        out.print(f"{p.severity.upper():<5} {p.host or '(run)'}  {p.check or '-'}: {p.message}",
+                  markup=False, highlight=False)
+    n_err = len(errors(problems))
+    out.print(f"Plan: {n_err} error(s), {len(problems) - n_err} note(s)" + (
+        "" if n_err else ": ready to collect"), markup=False, highlight=False)
+
+
+def _plan_only(args: argparse.Namespace, checks: Sequence[str]) -> int:
+    """``validate --plan``: the plan's problems; exit 2 on any error, else 0."""
+    if args.resume or args.retest or args.no_plan:
+        raise RunError("--plan plans a fresh run: drop --resume, --retest and --no-plan")
+    prep = prepare(args.inventory, load_profile_or_fail(args.profile), group=args.group,
+                   limit=args.limit, checks=checks or None)
+    problems = preflight(prep.view, prep.selected, prep.inv.sources, forks=args.forks)
+    _print_problems(problems)
+    return EXIT_CANNOT_RUN if errors(problems) else EXIT_ACCEPT
 
 
 @contextlib.contextmanager
@@ -176,11 +226,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         out.print(f"no results for node {args.node!r} in {path}", markup=False, highlight=False)
         return EXIT_REJECT
     table = Table(title=f"history of {args.node}")
-    for col in ("judged", "run", "profile", "check", "status", "measured", "message"):
+    for col in ("judged", "run", "rev", "profile", "check", "attempt", "status", "measured",
+                "message"):
         table.add_column(col, overflow="fold")
     for r in rows:
         measured = f"{r.measured:g} {r.unit}" if r.measured is not None else "-"
-        table.add_row(r.judged_at, r.run_id, r.profile, r.check,
+        table.add_row(r.judged_at, r.run_id, str(r.revision), r.profile, r.check,
+                      str(r.attempt) if r.attempt else "-",
                       f"[{STATUS_STYLE[r.status.label]}]{r.status.label}[/]", measured, r.message)
     out.print(table)
     return EXIT_ACCEPT
@@ -265,14 +317,29 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--resume", metavar="RUN_DIR",
                    help="collect only what RUN_DIR lacks (missing, damaged, failed or timed-out "
                         "evidence), then judge the whole run")
+    v.add_argument("--retest", metavar="RUN_DIR",
+                   help="collect again, in RUN_DIR, every (node, check) that ended fail or "
+                        "error (of the nodes --limit selects) and the checks across the "
+                        "nodes, keeping the earlier evidence as attempts; the reports become "
+                        "the run's next revision")
     v.add_argument("--group", default="compute", help="inventory group of the nodes to accept "
                                                       "(default: compute)")
-    v.add_argument("--limit", help="comma-separated host patterns within the group")
+    v.add_argument("--limit", metavar="PATTERN",
+                   help="Ansible host patterns selecting nodes of the group, as "
+                        "ansible-playbook --limit reads them: 'dgx01*,dgx02', '!dgx004', "
+                        "'compute:&rack12', 'dgx0[01:16]', '@retry-file'")
+    v.add_argument("--keep-artifacts", action="store_true",
+                   help="keep ansible-runner's artifacts (stdout, job events; never the "
+                        "credential files) in RUN_DIR/ansible-artifacts/")
     v.add_argument("--checks", action="append",
                    help="check names or tags, comma-separated (default: all in the profile)")
     v.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs)")
     v.add_argument("--forks", type=positive_int, default=20,
                    help="parallel hosts (default: 20)")
+    v.add_argument("--plan", action="store_true", help="only plan, in seconds: list every "
+                   "problem a run would meet (no benchmark runs); exit 2 on an error")
+    v.add_argument("--no-plan", action="store_true", help="collect without the plan first "
+                   "(validate refuses to start on a plan error; --resume never re-plans)")
     v.set_defaults(func=cmd_validate)
 
     j = sub.add_parser("judge", help="judge a stored run again, offline")

@@ -2,14 +2,19 @@
 
 Any inventory source Ansible accepts (YAML, INI, directories with group_vars and
 host_vars, plugins) works, and variables are merged by Ansible's own precedence.
+``--limit`` is resolved by Ansible's own host patterns (:func:`limit_hosts`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -85,3 +90,77 @@ def load_inventory(sources: Sequence[str]) -> Inventory:
         raise InventoryError(f"inventory {', '.join(sources)}: Ansible could not parse it: "
                              f"{proc.stderr.strip()[-800:]}")
     return parse_inventory_json(json.loads(proc.stdout), sources)
+
+
+def limit_hosts(sources: Sequence[str], group: str, limit: str) -> list[str]:
+    """The hosts of ``group`` that the Ansible host pattern ``limit`` selects, sorted: the
+    hosts ``ansible-playbook -i SOURCES --limit LIMIT`` runs a play for ``group`` on.
+
+    Ansible's own ``InventoryManager`` resolves the pattern, in this process: a comma list,
+    wildcards, ``!host``, ``group:&other``, ``~regex``, ``@retry-file`` (one host per
+    line, relative to the working directory) and subscripts (``compute[0:3]``: the first
+    four hosts of ``compute``). Only the inventory's structure is read, never its variables,
+    so vaulted group_vars need no vault password here. One extension: an element that
+    matches nothing and holds a range (``dgx0[01:16]``, ``n[a:c]-ib``) selects the hosts
+    that range names, as the same range would define them in an inventory.
+
+    Raises InventoryError naming the group, the limit and what it matched outside the group.
+    """
+    from ansible.errors import AnsibleError  # type: ignore[import-untyped]
+    from ansible.inventory.manager import (  # type: ignore[import-untyped]
+        InventoryManager,
+        split_host_pattern,
+    )
+    from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
+
+    where = ", ".join(sources)
+    said = io.StringIO()  # Ansible's warnings: named in errors, never printed (cli prints)
+    try:
+        with contextlib.redirect_stderr(said):
+            manager = InventoryManager(loader=DataLoader(), sources=list(sources))
+            if group not in manager.groups:
+                raise InventoryError(f"inventory {where}: no group {group!r}")
+            patterns = [_range_or_pattern(manager, p) for p in split_host_pattern(limit) if p]
+            if not patterns:
+                raise InventoryError(f"--limit {limit!r} names no host pattern")
+            for p in patterns:
+                if p.startswith("@") and not Path(p[1:]).is_file():
+                    raise InventoryError(f"--limit {limit!r}: {p[1:]} is not a file (a "
+                                         f"retry file names one host per line)")
+            manager.subset(patterns)
+            chosen = sorted(h.name for h in manager.get_hosts(pattern="all"))
+    except AnsibleError as exc:
+        raise InventoryError(f"inventory {where}: Ansible cannot resolve --limit {limit!r}: "
+                             f"{' '.join(str(exc).split())[:400]}") from None
+    members = {h.name for h in manager.groups[group].get_hosts()}
+    hosts = [h for h in chosen if h in members]
+    if hosts:
+        return hosts
+    if chosen:
+        more = f" and {len(chosen) - 10} more" if len(chosen) > 10 else ""
+        found = f"it selects {', '.join(chosen[:10])}{more}, outside the group"
+    else:
+        found = f"it selects no host of inventory {where}"
+    warned = " ".join(" ".join(line.split()) for line in said.getvalue().splitlines()
+                      if "Could not match supplied host pattern" not in line)
+    raise InventoryError(f"no host of group {group!r} matches --limit {limit!r} ({found})"
+                         + (f"; Ansible said: {warned[:300]}" if warned else ""))
+
+
+def _range_or_pattern(manager: Any, pattern: str) -> str:
+    """``pattern``; or, when Ansible matches nothing with it and it holds a range
+    (``dgx0[01:03]``, ``!n[a:c]-ib``), a regex pattern naming exactly the hosts of the range,
+    expanded by Ansible's own inventory range code, its ``!`` or ``&`` kept."""
+    from ansible.errors import AnsibleError
+    from ansible.plugins.inventory import expand_hostname_range  # type: ignore[import-untyped]
+
+    op, body = (pattern[0], pattern[1:]) if pattern[:1] in ("!", "&") else ("", pattern)
+    if not ("[" in body and ":" in body) or body[:1] in ("~", "@") or manager.list_hosts(body):
+        return pattern
+    try:
+        names = [str(n) for n in expand_hostname_range(body)]
+    except (AnsibleError, ValueError):
+        return pattern  # not a range after all: Ansible's reading stands
+    if not names or any(c in n for n in names for c in ",:"):
+        return pattern
+    return op + "~(" + "|".join(re.escape(n) for n in names) + ")$"

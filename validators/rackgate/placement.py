@@ -41,11 +41,15 @@ from rackgate.judge.evidence import (
 from rackgate.model import Result, Status
 from rackgate.profile import Profile
 from rackgate.store.evidence import Evidence, EvidenceError
+from rackgate.store.manifest import Launched
 
 MIN_NODES_ACROSS = 2  # a job across the nodes needs at least two of them
 
 LAUNCH_HOST_VAR = "rackgate_launch_host"
 LAUNCH_GROUP = "slurm_controller"
+# a site without a scheduler rackgate can launch through says why, and its multi-node
+# checks are skipped with that reason (every node must say so)
+NO_LAUNCH_VAR = "rackgate_no_launch_reason"
 NO_LAUNCH_HOST = (f"no launch host for multi-node checks: set {LAUNCH_HOST_VAR} for the "
                   f"nodes, or put the scheduler's controller in inventory group {LAUNCH_GROUP}")
 
@@ -67,6 +71,9 @@ class RunView:
     profiles: Mapping[str, Profile]
     launch_host: str | None = None
     python: str = field(default=sys.executable)  # rackgate's interpreter on this host
+    # nodes left out of the jobs across the nodes, with the reason (unreachable in this
+    # collection, or broke the job's first attempt): the job runs on the others
+    left_out: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def rack_profile(self) -> Profile:
@@ -105,6 +112,13 @@ class JudgeJob:
     profiles: Mapping[str, Profile]  # what each node is judged with
     collected_with: Mapping[str, Profile]  # what each node's evidence was collected with
     launch_host: str | None = None  # where checks across the nodes ran (their evidence)
+    # per check launched across the nodes: the nodes its latest job ran on, and those left
+    # out of it with the reason (the manifest's ``launched``); a check absent here ran on
+    # every node under test
+    launched: Mapping[str, Launched] = field(default_factory=dict)
+    # why the site launches no job across its nodes (``rackgate_no_launch_reason``: a site
+    # without a scheduler rackgate can launch through); None: multi-node checks must run
+    no_launch_reason: str | None = None
 
     @property
     def rack_profile(self) -> Profile:
@@ -276,10 +290,16 @@ class AcrossNodes(Placement):
 
     def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
         host = view.launch_host
-        if host is None or len(view.nodes) < MIN_NODES_ACROSS or usable(host, check.name):
+        nodes = self.job_nodes(view)
+        if host is None or len(nodes) < MIN_NODES_ACROSS or usable(host, check.name):
             return []  # judged as NO_LAUNCH_HOST / one node / already collected
         return [self._task(host, check, view.rack_profile, view,
-                           lambda: (Across(view.nodes, self._nodes_lock(view)),))]
+                           lambda: (Across(nodes, self._nodes_lock(view)),))]
+
+    @staticmethod
+    def job_nodes(view: RunView) -> tuple[str, ...]:
+        """The nodes a job across the nodes runs on: those under test, less the left out."""
+        return tuple(n for n in view.nodes if n not in view.left_out)
 
     def _nodes_lock(self, view: RunView) -> str:
         """The one lock file every node under test uses (the job's tasks take it)."""
@@ -299,7 +319,12 @@ class AcrossNodes(Placement):
 
     def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
               hosts: Sequence[str]) -> Judged:
-        """Every node's result from the one evidence file of the job across ``hosts``."""
+        """Every node's result from the one evidence file of the job across ``hosts``.
+
+        A node left out of the job (unreachable, or it broke the job's first attempt) is an
+        ``error`` naming why; the others are judged from the job that ran without it, and
+        when fewer than two were left to run one, they ``warn``: not measured, through no
+        fault of their own."""
         name, profile = check.name, job.rack_profile
 
         def every(why: str, status: Status = Status.ERROR) -> Judged:
@@ -315,17 +340,44 @@ class AcrossNodes(Placement):
         if skipped is not None:
             return Judged([replace(skipped, node=h) for h in hosts])
         if job.launch_host is None:
+            if job.no_launch_reason:
+                return every(f"no launch path for multi-node checks at this site: "
+                             f"{job.no_launch_reason} (rackgate_no_launch_reason)", Status.SKIP)
             return every(NO_LAUNCH_HOST)
+        launched = job.launched.get(name, Launched(tuple(hosts)))
+        left = {h: launched.left_out[h] for h in hosts if h in launched.left_out}
+        ran = [h for h in hosts if h in launched.nodes]
+        out = Judged([Result(h, name, Status.ERROR, f"left out of the job across the nodes: "
+                             f"{why}") for h, why in left.items()])
+        out.results += [Result(h, name, Status.ERROR, "neither in the job across the nodes "
+                               "nor left out of it (the manifest's launched record)")
+                        for h in hosts if h not in left and h not in ran]
+        if len(ran) < MIN_NODES_ACROSS:
+            partners = "; ".join(f"partner {why}" for why in left.values())
+            out.results += [Result(h, name, Status.WARN, f"not measured: {partners} (no "
+                                   f"partner left to run the job with)") for h in ran]
+            return out
         try:
             ev, stdout = reader.read(job.launch_host, name)
         except EvidenceError as exc:
-            return every(str(exc))
+            out.results += [Result(h, name, Status.ERROR, str(exc)) for h in ran]
+            return out
         mismatch = params_mismatch(check, job.collected_with[hosts[0]], profile)
         if mismatch:
-            return every(mismatch)
-        results, section = judge_launched(check, ev, stdout, profile, hosts)
-        return Judged(results, {(h, name): ev.stdout_sha256 for h in hosts},
-                      [section] if section else [])
+            out.results += [Result(h, name, Status.ERROR, mismatch) for h in ran]
+            return out
+        results, section = judge_launched(check, ev, stdout, profile, ran)
+        if left:
+            without = ", ".join(f"{h} ({_short(why)})" for h, why in left.items())
+            results = [replace(r, message=f"{r.message} [run without {without}]")
+                       for r in results]
+        out.add(Judged(results, {(h, name): ev.stdout_sha256 for h in ran},
+                       [section] if section else []))
+        return out
+
+
+def _short(why: str, n: int = 80) -> str:
+    return why if len(why) <= n else why[:n] + "..."
 
 
 ON_NODE = OnNode()

@@ -1,7 +1,9 @@
 """The runner wires the pipeline: plan -> collect -> judge -> report.
 
-``validate`` collects fresh evidence into a new run directory, then judges it;
-``resume`` collects what a run directory lacks, then judges it; ``judge_run`` judges a
+``validate`` collects fresh evidence into a new run directory, then judges it (what the
+run covers is resolved first: ``selection.prepare``); ``resume`` collects what a run
+directory lacks, then judges it; ``retest`` collects every failure of a run again, as its
+next revision, then judges it; ``judge_run`` judges a
 stored run directory (again) without touching the cluster. Each writes the reports
 (``reports.write``) and then records the judgement in the run history. Nothing here
 prints: the CLI does.
@@ -9,39 +11,40 @@ prints: the CLI does.
 
 from __future__ import annotations
 
-import fnmatch
-import json
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rackgate.checks import RACK_REGISTRY, REGISTRY, load_profile, profile_from_document, select
+from rackgate.checks import RACK_REGISTRY, REGISTRY, load_profile, profile_from_document
 from rackgate.checks.base import Check
-from rackgate.collect.ansible import collect, release_nodes
-from rackgate.collect.plan import Plan, plan
+from rackgate.collect.phases import Collection
+from rackgate.collect.plan import plan
+from rackgate.collect.preflight import Problem, preflight, refuse_on_errors
 from rackgate.collect.processes import end_collection
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.inventory import Inventory, load_inventory
-from rackgate.judge.evidence import not_applicable
 from rackgate.judge.run import judge_stored
-from rackgate.model import RackVerdict, node_verdict, rack_verdict
+from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
 from rackgate.placement import (
     ACROSS_NODES,
-    LAUNCH_GROUP,
-    LAUNCH_HOST_VAR,
     JudgeJob,
     RunView,
+    Usable,
     placement_of,
 )
-from rackgate.profile import Profile, ProfileError, deep_merge
+from rackgate.profile import Profile, ProfileError
 from rackgate.reports import report_document
 from rackgate.reports.write import Reports, write_reports
+from rackgate.selection import no_launch_reason, node_profiles, prepare, select_hosts
 from rackgate.store.evidence import EvidenceStore, write_json
 from rackgate.store.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.store.manifest import (
     MANIFEST_SCHEMA,
+    Launched,
     RunError,
+    add_revision,
     new_run_dir,
     now,
     read_manifest,
@@ -57,6 +60,7 @@ class RunOutcome:
     reports: Reports
     # why the run history was not updated (the reports stand), or None
     history_error: str | None = None
+    revision: int = 1  # the run's revision (each --resume or --retest adds one)
 
     @property
     def report_json(self) -> Path:
@@ -65,96 +69,6 @@ class RunOutcome:
     @property
     def report_html(self) -> Path:
         return self.reports.html
-
-
-def select_hosts(inv: Inventory, group: str, limit: str | None) -> list[str]:
-    hosts = inv.hosts_in(group)
-    if limit:
-        patterns = [p.strip() for p in limit.split(",") if p.strip()]
-        hosts = [h for h in hosts if any(fnmatch.fnmatchcase(h, p) for p in patterns)]
-    if not hosts:
-        raise RunError(f"no host of group {group!r} matches --limit {limit!r}")
-    return hosts
-
-
-def select_checks(profile: Profile, names_or_tags: Sequence[str] | None) -> list[Check]:
-    try:
-        wanted = select(list(names_or_tags) if names_or_tags else None)
-    except KeyError as exc:
-        raise RunError(str(exc.args[0])) from None
-    checks = [c for c in wanted if c.name in profile.model.checks]
-    if not checks:
-        raise RunError(f"profile {profile.name} defines none of the selected checks "
-                       f"({', '.join(c.name for c in wanted)})")
-    return checks
-
-
-def launch_host(inv: Inventory, hosts: Sequence[str]) -> str | None:
-    """Where multi-node checks are launched from: the nodes' ``rackgate_launch_host``
-    (they must agree), else the first host of group ``slurm_controller``, else None."""
-    named = sorted({str(v) for h in hosts if (v := inv.hostvars[h].get(LAUNCH_HOST_VAR))})
-    if len(named) > 1:
-        raise RunError(f"the nodes under test disagree on {LAUNCH_HOST_VAR}: {named}")
-    if named:
-        if named[0] not in inv.hostvars:
-            raise RunError(f"{LAUNCH_HOST_VAR} {named[0]!r} is not a host of inventory "
-                           f"{', '.join(inv.sources)}")
-        return named[0]
-    controllers = sorted(inv.groups.get(LAUNCH_GROUP, ()))
-    return controllers[0] if controllers else None
-
-
-OVERRIDES_VAR = "rackgate_profile_overrides"
-
-
-def host_overrides(hostvars: Mapping[str, Any]) -> dict[str, Any]:
-    """A host's profile overrides: ``rackgate_profile_overrides`` and every
-    ``rackgate_profile_overrides_<suffix>`` variable, deep-merged in name order, so that
-    group_vars, host_vars and extra inventory files can each contribute one (Ansible would
-    otherwise let one variable of the same name hide the others)."""
-    merged: dict[str, Any] = {}
-    for key in sorted(k for k in hostvars
-                      if k == OVERRIDES_VAR or k.startswith(OVERRIDES_VAR + "_")):
-        value = hostvars[key]
-        if value:
-            if not isinstance(value, Mapping):
-                raise RunError(f"inventory variable {key} must be a mapping (a partial "
-                               f"profile), got {type(value).__name__}")
-            merged = deep_merge(merged, value)
-    return merged
-
-
-def node_profiles(profile: Profile, overrides: Mapping[str, Any]) -> dict[str, Profile]:
-    """Each host's profile: the rack's, with the host's inventory overrides merged in.
-
-    Hosts with the same overrides (usually set per group) share one Profile object.
-    """
-    out = {}
-    seen: dict[str, Profile] = {}
-    for host, over in overrides.items():
-        key = json.dumps(over or {}, sort_keys=True, default=str)
-        if key not in seen:
-            try:
-                seen[key] = profile.with_overrides(over or {}, f"rackgate_profile_overrides "
-                                                               f"of inventory host {host}")
-            except ProfileError as exc:
-                raise RunError(str(exc)) from None
-        out[host] = seen[key]
-    return out
-
-
-def refuse_if_nothing_applies(selected: Sequence[Check], profiles: Mapping[str, Profile]) -> None:
-    """RunError when every selected check is disabled or not applicable on every node: such a
-    run could only skip, and skips never accept a node."""
-    why: dict[str, str] = {}
-    for host, prof in profiles.items():
-        for check in selected:
-            skipped = not_applicable(host, check, prof)
-            if skipped is None:
-                return
-            why.setdefault(check.name, skipped.message)
-    raise RunError("nothing to run: every selected check is skipped on every node ("
-                   + "; ".join(f"{name}: {msg}" for name, msg in why.items()) + ")")
 
 
 PlanFn = Callable[[Sequence[Check], Mapping[str, int]], None]  # checks, pending per check
@@ -166,18 +80,21 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
              runs_dir: Path = Path("runs"), forks: int = 20,
              on_plan: PlanFn = lambda c, p: None,
              progress: ProgressFn = lambda h, c, o: None,
-             stop: Stop | None = None) -> RunOutcome:
+             stop: Stop | None = None, plan_first: bool = False,
+             on_problems: Callable[[Sequence[Problem]], None] = lambda p: None,
+             keep_artifacts: bool = False) -> RunOutcome:
     """Collect fresh evidence into a new run directory, then judge it. A ``stop`` request
-    (SIGTERM/SIGINT in the CLI) ends collection and raises Interrupted."""
+    (SIGTERM/SIGINT in the CLI) ends collection and raises Interrupted. With
+    ``plan_first`` (the CLI's default) the plan runs first: its problems go to
+    ``on_problems``, and an error raises PlanRefused before any run directory exists."""
     stop = stop or Stop()
-    inv = load_inventory(inventory)
-    hosts = select_hosts(inv, group, limit)
-    selected = select_checks(profile, checks)
-    overrides = {h: host_overrides(inv.hostvars[h]) for h in hosts}
-    profiles = node_profiles(profile, overrides)
-    # refuse bad overrides, and a run in which nothing would run, before anything runs
-    refuse_if_nothing_applies(selected, profiles)
-
+    prep = prepare(inventory, profile, group=group, limit=limit, checks=checks)
+    if plan_first:
+        on_problems(refuse_on_errors(preflight(prep.view, prep.selected, prep.inv.sources,
+                                               forks=forks, stop=stop)))
+        stop.check()
+    inv, hosts, selected, overrides = prep.inv, prep.hosts, prep.selected, prep.overrides
+    profiles, launcher = prep.profiles, prep.launch_host
     run_dir = new_run_dir(runs_dir, profile.name)
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
@@ -194,10 +111,13 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         "run_dir": str(run_dir.resolve()),
         "hosts": [{"name": h, "location": inv.location(h),
                    "profile_overrides": overrides[h]} for h in hosts],
-        "launch_host": (launch_host(inv, hosts)
-                        if any(placement_of(c) is ACROSS_NODES for c in selected) else None),
+        "launch_host": launcher,
+        "no_launch_reason": no_launch_reason(inv, hosts) if launcher is None else None,
+        "launched": {},
+        "revisions": [],
         **versions(),
     }
+    manifest["revisions"].append({"revision": 1, "kind": "validate", "at": manifest["started"]})
     # the run is judged with the profile as its manifest records it (the same document)
     recorded = replace(profile, source=_recorded_source(manifest, run_dir))
     profiles = {h: recorded if p is profile else p for h, p in profiles.items()}
@@ -205,33 +125,98 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         write_json(run_dir / "manifest.json", manifest)
         stop.check(run_dir)
         return _collect_and_judge(run_dir, manifest, inv, recorded, profiles, forks, on_plan,
-                                  progress, stop)
+                                  progress, stop, keep_artifacts=keep_artifacts)
 
 
-def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: None,
-           progress: ProgressFn = lambda h, c, o: None,
-           stop: Stop | None = None) -> RunOutcome:
-    """Collect what a run directory lacks (missing, damaged, failed or timed-out evidence)
-    with the run's own inventory, profile, hosts and checks, then judge the whole run.
+@dataclass(frozen=True)
+class Reopened:
+    """A stored run, locked, to collect into again: what its manifest records."""
 
-    First, whatever an earlier, killed attempt left running on this host (recorded in the
-    run directory) is ended; on the nodes, the node lock ends that attempt's commands
-    before this one runs its own."""
-    stop = stop or Stop()
+    manifest: dict[str, Any]
+    inv: Inventory
+    recorded: Profile
+    profiles: Mapping[str, Profile]
+
+
+@contextlib.contextmanager
+def reopened(run_dir: Path, stop: Stop) -> Iterator[Reopened]:
+    """Lock ``run_dir`` and read it back; first, whatever an earlier, killed attempt left
+    running on this host (recorded in the run directory) is ended."""
     if not run_dir.is_dir():
         read_manifest(run_dir)  # names what is wrong with it
     with run_dir_lock(run_dir):
         manifest = read_manifest(run_dir)
         ended = end_collection(run_dir)
         inv = load_inventory(manifest["inventory"])
-        manifest.setdefault("resumed", []).append(now())
         if ended:
             manifest.setdefault("orphans_ended", []).extend(ended)
         stop.check(run_dir)
         recorded = recorded_profile(manifest, run_dir)
-        profiles = node_profiles(recorded, _recorded_overrides(manifest))
-        return _collect_and_judge(run_dir, manifest, inv, recorded, profiles, forks, on_plan,
-                                  progress, stop)
+        yield Reopened(manifest, inv, recorded,
+                       node_profiles(recorded, _recorded_overrides(manifest)))
+
+
+def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: None,
+           progress: ProgressFn = lambda h, c, o: None,
+           stop: Stop | None = None, keep_artifacts: bool = False) -> RunOutcome:
+    """Collect what a run directory lacks (missing, damaged, failed or timed-out evidence)
+    with the run's own inventory, profile, hosts and checks, then judge the whole run.
+
+    On the nodes, the node lock ends an earlier, killed attempt's commands before this one
+    runs its own."""
+    stop = stop or Stop()
+    with reopened(run_dir, stop) as run:
+        add_revision(run.manifest, "resume")
+        run.manifest.setdefault("resumed", []).append(now())
+        return _collect_and_judge(run_dir, run.manifest, run.inv, run.recorded, run.profiles,
+                                  forks, on_plan, progress, stop, keep_artifacts=keep_artifacts)
+
+
+def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
+           on_plan: PlanFn = lambda c, p: None, progress: ProgressFn = lambda h, c, o: None,
+           stop: Stop | None = None, keep_artifacts: bool = False) -> RunOutcome:
+    """Collect again, in the same run directory, every (node, check) that ended ``fail`` or
+    ``error`` (of the nodes ``limit`` selects), and every check across the nodes when one
+    of those nodes is retested (it runs across the whole set under test, so a repaired
+    node's pairs are measured again); then judge the whole run as its next revision.
+    Earlier evidence stays, as numbered attempts."""
+    stop = stop or Stop()
+    with reopened(run_dir, stop) as run:
+        manifest = run.manifest
+        nodes = [h["name"] for h in manifest["hosts"]]
+        chosen = set(nodes if not limit else
+                     [h for h in select_hosts(run.inv, manifest["group"], limit) if h in nodes])
+        if not chosen:
+            raise RunError(f"--limit {limit!r} selects no host of run {run_dir.name} "
+                           f"({', '.join(nodes)})")
+        store = EvidenceStore(run_dir)
+        per_node, _ = judge_stored(_judge_job(manifest, run.profiles, run.profiles), store,
+                                   REGISTRY, RACK_REGISTRY)
+        redo = retest_selection(per_node, chosen)
+        if not redo:
+            raise RunError(f"nothing to retest in {run_dir.name}: no check of "
+                           f"{', '.join(sorted(chosen))} ended fail or error")
+        across = {c for c in manifest["checks"]
+                  if c in REGISTRY and placement_of(REGISTRY[c]) is ACROSS_NODES}
+
+        def usable(host: str, check: str) -> bool:
+            return check not in across and (host, check) not in redo \
+                and store.has_usable(host, check)
+
+        add_revision(manifest, "retest", nodes=sorted({n for n, _ in redo}),
+                     checks=sorted({c for _, c in redo} | across))
+        return _collect_and_judge(run_dir, manifest, run.inv, run.recorded, run.profiles,
+                                  forks, on_plan, progress, stop, usable,
+                                  keep_artifacts=keep_artifacts)
+
+
+def retest_selection(per_node: Mapping[str, Sequence[Result]],
+                     chosen: set[str]) -> set[tuple[str, str]]:
+    """The (node, check) pairs of ``chosen`` nodes that ended ``fail`` or ``error`` and are
+    collected (rack-level judgements are judged again from what is collected)."""
+    return {(node, r.check) for node, results in per_node.items() if node in chosen
+            for r in results
+            if r.status in (Status.FAIL, Status.ERROR) and r.check in REGISTRY}
 
 
 def _recorded_source(manifest: Mapping[str, Any], run_dir: Path) -> str:
@@ -253,13 +238,14 @@ def recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
 
 def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
                        recorded: Profile, profiles: Mapping[str, Profile], forks: int,
-                       on_plan: PlanFn, progress: ProgressFn, stop: Stop) -> RunOutcome:
+                       on_plan: PlanFn, progress: ProgressFn, stop: Stop,
+                       usable: Usable | None = None, keep_artifacts: bool = False) -> RunOutcome:
     selected = [REGISTRY[c] for c in manifest["checks"] if c in REGISTRY]
     store = EvidenceStore(run_dir)
     nodes = tuple(h["name"] for h in manifest["hosts"])
     view = RunView(nodes, inv.hostvars, tuple(inv.sources), profiles,
                    manifest.get("launch_host"))
-    the_plan = plan(view, selected, store.has_usable)
+    the_plan = plan(view, selected, usable or store.has_usable)
     on_plan(selected, the_plan.pending(selected))
     for nr in the_plan.not_run:
         store.write(nr.host, nr.check, "", argv=(), outcome="not_run", rc=None,
@@ -267,7 +253,11 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
         progress(nr.host, nr.check, "not_run")
     for sk in the_plan.skipped:
         progress(sk.host, sk.check, "skipped")  # judged as skip: nothing to collect
-    statuses = _collect(the_plan, inv, run_dir, store, forks, progress, stop)
+    collection = Collection(the_plan, view, selected, inv, store, forks, progress, stop,
+                            keep_artifacts=keep_artifacts)
+    statuses = collection.run()
+    manifest.setdefault("launched", {}).update(
+        {c: rec.to_doc() for c, rec in collection.launched.items()})
     if stop():
         manifest.setdefault("interrupted", []).append({"at": now(), "by": stop.signame})
         manifest["ansible_runner_status"] = "canceled"
@@ -278,21 +268,6 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
         (s for s in statuses if s != "successful"), "successful")
     write_json(run_dir / "manifest.json", manifest)
     return _judge(run_dir, manifest, recorded, profiles, profiles, run_dir)
-
-
-def _collect(the_plan: Plan, inv: Inventory, run_dir: Path, store: EvidenceStore, forks: int,
-             progress: ProgressFn, stop: Stop) -> list[str]:
-    """Run the plan's phases one after the other; ansible-runner's status of each."""
-    statuses = []
-    for phase in the_plan.phases:
-        if stop():
-            break  # launch nothing once a stop was asked for
-        statuses.append(collect(phase, inv.sources, store, forks=forks, progress=progress,
-                                stop=stop))
-        if stop():
-            # this run's commands still running on the nodes (fio, srun) end too
-            release_nodes(phase, inv.sources, run_dir, forks=forks, stop=stop)
-    return statuses
 
 
 def judge_run(run_dir: Path, profile: Profile | None = None,
@@ -314,8 +289,7 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
     """Judge, write the reports into ``out``, then record the judgement in the history
     (whose failure is reported in the outcome, never loses the reports)."""
     hosts = manifest["hosts"]
-    job = JudgeJob(tuple(h["name"] for h in hosts), tuple(manifest["checks"]), profiles,
-                   collected_with, manifest.get("launch_host"))
+    job = _judge_job(manifest, profiles, collected_with)
     per_node, judged = judge_stored(job, EvidenceStore(run_dir), REGISTRY, RACK_REGISTRY)
     locations = {h["name"]: h["location"] for h in hosts}
     rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
@@ -329,8 +303,18 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
         finally:
             conn.close()
     except HistoryError as exc:
-        return RunOutcome(run_dir, rack, reports, f"the run history was not updated: {exc}")
-    return RunOutcome(run_dir, rack, reports)
+        return RunOutcome(run_dir, rack, reports, f"the run history was not updated: {exc}",
+                          doc["revision"])
+    return RunOutcome(run_dir, rack, reports, revision=doc["revision"])
+
+
+def _judge_job(manifest: Mapping[str, Any], profiles: Mapping[str, Profile],
+               collected_with: Mapping[str, Profile]) -> JudgeJob:
+    return JudgeJob(tuple(h["name"] for h in manifest["hosts"]), tuple(manifest["checks"]),
+                    profiles, collected_with, manifest.get("launch_host"),
+                    {c: Launched.from_doc(rec)
+                     for c, rec in manifest.get("launched", {}).items()},
+                    manifest.get("no_launch_reason"))
 
 
 def load_profile_or_fail(name: str) -> Profile:

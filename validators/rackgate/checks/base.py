@@ -58,6 +58,29 @@ def params_timeout(params: Params) -> int:
 
 
 @dataclass(frozen=True)
+class HostNeeds:
+    """What a check's command needs on a host besides the program it runs (its argv[0],
+    which the plan looks for itself), for ``rackgate validate --plan`` to look for before
+    any benchmark runs. Names are checked by the plan against ``collect.launch``'s patterns.
+
+    >>> HostNeeds(root="DMI serials are readable by root only").root != ""
+    True
+    """
+
+    tools: tuple[str, ...] = ()  # programs the command runs besides argv[0] (on PATH)
+    # directories the command writes into: (absolute path, bytes it must have free, the
+    # inventory variable or profile field naming it)
+    dirs: tuple[tuple[str, int, str], ...] = ()
+    rdma_devices: tuple[str, ...] = ()  # /sys/class/infiniband/<name> (HCAs)
+    net_devices: tuple[str, ...] = ()  # /sys/class/net/<name> (netdevs, bonds)
+    root: str = ""  # why the command must run as root ("": it need not)
+
+
+def no_needs(params: Any, hostvars: Mapping[str, Any]) -> HostNeeds:
+    return HostNeeds()
+
+
+@dataclass(frozen=True)
 class Check:
     name: str
     scope: Scope
@@ -97,6 +120,9 @@ class Check:
     # node, a report section such as a pairwise matrix). Without it, every node of a
     # launched job gets the one judgement of ``judge``.
     judge_nodes: Callable[..., tuple[list[Result], Mapping[str, Any]]] | None = None
+    # (params, hostvars) -> what the command needs on the host (for a check launched across
+    # the nodes: on each node); the plan (``collect.preflight``) looks for it first
+    needs: Callable[[Any, Mapping[str, Any]], HostNeeds] = no_needs
 
     collected = True  # a command runs for it: the plan collects evidence for it
 

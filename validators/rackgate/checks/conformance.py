@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from rackgate.checks.base import Check, Params, Scope
+from rackgate.checks.base import Check, HostNeeds, Params, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.conformance import Conformance, parse_conformance
 from rackgate.profile import Hardware, Threshold
@@ -64,6 +64,15 @@ class ConformanceParams(Params):
 
 def conformance_command(params: ConformanceParams, hostvars: Mapping[str, Any]) -> list[str]:
     return ["sh", "-c", PROBE, "rackgate-conformance", *params.services]
+
+
+def conformance_needs(params: ConformanceParams, hostvars: Mapping[str, Any]) -> HostNeeds:
+    """systemctl for the services and memlock; with ``acs_disabled``, lspci as root
+    (``lspci -vvv`` shows a bridge's ACS capability to root only)."""
+    if not params.acs_disabled:
+        return HostNeeds(tools=("systemctl",))
+    return HostNeeds(tools=("systemctl", "lspci"),
+                     root="lspci -vvv shows the PCIe ACS capabilities to root only")
 
 
 def judge_conformance(c: Conformance, params: ConformanceParams,
@@ -122,6 +131,7 @@ CHECKS = (
         params_model=ConformanceParams,
         metrics=frozenset(),
         command=conformance_command,
+        needs=conformance_needs,
         parse=parse_conformance,
         judge=judge_conformance,
     ),

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from rackgate.checks.base import Check, CommandError, Params, Scope, compare
+from rackgate.checks.base import Check, CommandError, HostNeeds, Params, Scope, compare
 from rackgate.model import Judgement, Status
 from rackgate.parsers.fio import FioDirection, FioRun, parse_fio_json
 from rackgate.profile import Hardware, Threshold
@@ -244,20 +244,40 @@ def _no_pfs(hw: Hardware) -> str | None:
     return None
 
 
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def room_bytes(p: FioParams) -> int:
+    """The bytes a job's files take at once: ``size`` per job (fio's suffixes are powers of
+    1024 by default, ``kb_base=1024``) times ``numjobs``.
+
+    >>> room_bytes(SeqReadParams(size="8G", numjobs=8)) == 64 << 30
+    True
+    """
+    return int(p.size.rstrip("KMGT")) * _UNITS.get(p.size[-1], 1) * p.numjobs
+
+
 def _check(name: str, rw: str, params: type[FioParams], metrics: set[str], judge: Any,
            description: str, pfs: bool = False) -> Check:
     short = name.removeprefix("fio.").removeprefix("pfs.")
     if pfs:
         def command(p: FioParams, hv: Mapping[str, Any]) -> list[str]:
             return _argv(short, rw, _pfs_dir(hv.get("rackgate_parallel_fs_mount"), hv), p)
+
+        def needs(p: FioParams, hv: Mapping[str, Any]) -> HostNeeds:
+            mount = _checked_dir(hv.get("rackgate_parallel_fs_mount"), "rackgate_parallel_fs_mount")
+            return HostNeeds(dirs=((mount, room_bytes(p), "rackgate_parallel_fs_mount"),))
     else:
         def command(p: FioParams, hv: Mapping[str, Any]) -> list[str]:
             return _argv(short, rw, scratch_path(hv), p)
+
+        def needs(p: FioParams, hv: Mapping[str, Any]) -> HostNeeds:
+            return HostNeeds(dirs=((scratch_path(hv), room_bytes(p), "rackgate_scratch_path"),))
     return Check(
         name=name, scope=Scope.NODE,
         tags=frozenset({"fio", "storage", "parallel_fs" if pfs else "local"}),
         description=description, params_model=params, metrics=frozenset(metrics),
-        command=command, parse=parse_fio_json,
+        command=command, parse=parse_fio_json, needs=needs,
         judge=judge, applies=_no_pfs if pfs else (lambda hw: None),
     )
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks.base import Check, Params, RackCheck, Scope
+from rackgate.checks.base import Check, HostNeeds, Params, RackCheck, Scope
 from rackgate.model import Judgement, Result, Status
 from rackgate.parsers.identity import FIELDS, GUIDS, Identity, parse_identity
 from rackgate.profile import Hardware, Threshold
@@ -77,6 +77,9 @@ IDENTITY = Check(
     command=identity_command,
     parse=parse_identity,
     judge=judge_identity,
+    # the kernel makes /sys/class/dmi/id/*_serial readable by root only (mode 0400)
+    needs=lambda p, hv: HostNeeds(root="DMI serial numbers (/sys/class/dmi/id/*_serial) "
+                                       "are readable by root only"),
 )
 
 

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rackgate.checks.base import Check, CommandError, Params, Scope
+from rackgate.checks.base import Check, CommandError, HostNeeds, Params, Scope
 from rackgate.checks.findings import Finding
 from rackgate.model import Judgement, Status
 from rackgate.parsers.dcb import DcbPort, parse_dcb_sections
@@ -370,6 +370,7 @@ CHECKS = (
         params_model=PortsParams,
         metrics=frozenset(),
         command=lambda params, hostvars: ["ibstat"],
+        needs=lambda p, hv: HostNeeds(rdma_devices=tuple(p.compute_cas)),
         parse=parse_ibstat,
         judge=judge_ports,
         applies=applies_ports,
@@ -383,6 +384,7 @@ CHECKS = (
         params_model=LosslessParams,
         metrics=frozenset(),
         command=lossless_command,
+        needs=lambda p, hv: HostNeeds(tools=("dcb",), net_devices=tuple(p.interfaces)),
         parse=parse_dcb_sections,
         judge=judge_lossless,
         applies=applies_lossless,

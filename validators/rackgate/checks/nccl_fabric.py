@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rackgate.checks.base import Check, CommandError, Scope, compare
+from rackgate.checks.base import Check, CommandError, HostNeeds, Scope, compare
 from rackgate.checks.nccl import NcclParams, binary_dir, plateau, size_bytes
 from rackgate.collect.launch import (
     HCA_PORT,
@@ -364,6 +364,8 @@ CHECKS = (
                     "job per rail): busbw at the largest sizes against the fabric threshold",
         params_model=NcclFabricParams, metrics=frozenset(), optional_metrics=frozenset({"busbw"}),
         command=fabric_command, parse=parse_fabric,
+        # on every node: each rail's job runs on its HCA (NCCL_IB_HCA=<hca>:<port>)
+        needs=lambda p, hv: HostNeeds(rdma_devices=tuple(h.split(":")[0] for h in p.rail_hcas)),
         judge=judge_fabric, applies=_applies, runs_on="launcher", judge_nodes=judge_nodes,
     ),
 )

@@ -101,6 +101,7 @@ class PairResult:
     expected_gbps: float  # the pass bound: line rate x min_ratio
     percent_of_line_rate: float | None
     evidence: str | None = None
+    missing: bool = False  # no figure at all (the pair did not run, or gave no output)
 
     @property
     def name(self) -> str:
@@ -120,6 +121,9 @@ class PairwiseMatrix:
     culprit: str | None  # the node that stands out in the weak pairs, if one does
     status: Status
     message: str
+    # the node that stands out in the pairs without a figure (down or unreachable: its
+    # pairs are missing), if one does
+    absent: str | None = None
 
     def cell(self, a: str, b: str) -> PairResult | None:
         return next((p for p in self.pairs if {p.a, p.b} == {a, b}), None)
@@ -137,6 +141,7 @@ class PairwiseMatrix:
             "message": self.message, "pairs": [pair(p) for p in self.pairs],
             "weak": [pair(p) for p in self.weak],
             "weak_counts": dict(self.weak_counts), "culprit": self.culprit,
+            "absent": self.absent,
         }
 
 
@@ -183,7 +188,7 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
             msg = f"{a} <-> {b}: no bandwidth measured" + (f": {why}" if why else
                                                             "" if present else
                                                             " (pair missing from the run)")
-            results.append(PairResult(a, b, Status.ERROR, msg, None, bound, None, ev))
+            results.append(PairResult(a, b, Status.ERROR, msg, None, bound, None, ev, True))
             continue
         why = implausible(value, threshold, f"{a} <-> {b}:")
         if why is not None:
@@ -205,9 +210,7 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
                   key=lambda p: (p.measured_gbps or 0.0, p.a, p.b))
     counts = Counter(n for p in weak for n in (p.a, p.b))
     ranked = tuple(sorted(counts.items(), key=lambda kv: (-kv[1], nodes.index(kv[0]))))
-    culprit = None
-    if ranked and ranked[0][1] >= 2 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
-        culprit = ranked[0][0]
+    culprit = _stands_out(counts, nodes)
     status = Status.worst(p.status for p in results) if results else Status.ERROR
     missing = sum(1 for p in results if p.status is Status.ERROR)  # or implausible
     parts = [f"{len(results) - missing - len(weak)} of {len(results)} pairs at >= "
@@ -223,15 +226,30 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
                      "HCA, cable and switch port)")
     if missing:
         parts.append(f"{missing} pair(s) without a measurement (or with an impossible one)")
+    absent = _stands_out(Counter(n for p in results if p.missing for n in (p.a, p.b)), nodes)
+    if absent:
+        parts.append(f"{absent} stands out in the pairs without a figure: it did not take "
+                     f"part (down or unreachable?); its partners are not blamed")
     return PairwiseMatrix(check, tuple(nodes), threshold, tuple(results), tuple(weak),
-                          ranked, culprit, status, "; ".join(parts))
+                          ranked, culprit, status, "; ".join(parts), absent)
+
+
+def _stands_out(counts: Counter[str], nodes: Sequence[str]) -> str | None:
+    """The one node in at least two of the counted pairs and in more than any other."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], nodes.index(kv[0])))
+    if ranked and ranked[0][1] >= 2 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
+        return ranked[0][0]
+    return None
 
 
 def node_results(matrix: PairwiseMatrix) -> list[Result]:
     """One Result per node: the worst of its pairs, measured = its lowest pair figure.
 
     A weak pair whose other node is the matrix's likely culprit only warns: the culprit
-    fails, its healthy partners are not rejected for its fault.
+    fails, its healthy partners are not rejected for its fault. So does a pair that has no
+    figure because the other node did not take part (it is in every pair without one:
+    down, unreachable): that node is the ``error``, its partners ``warn`` ("partner ...
+    not measured").
     """
     out = []
     for node in matrix.nodes:
@@ -244,13 +262,16 @@ def node_results(matrix: PairwiseMatrix) -> list[Result]:
             if (p.status is Status.FAIL and matrix.culprit not in (None, node)
                     and matrix.culprit in (p.a, p.b)):
                 return Status.WARN
+            if p.missing and matrix.absent not in (None, node) and matrix.absent in (p.a, p.b):
+                return Status.WARN
             return p.status
 
         status = Status.worst(blamed(p) for p in mine)
         figures = [p for p in mine if p.measured_gbps is not None]
         low = min(figures, key=lambda p: p.measured_gbps or 0.0) if figures else None
         weak = [p for p in mine if p.status is Status.FAIL]
-        missing = [p for p in mine if p.status is Status.ERROR]
+        missing = [p for p in mine if p.status is Status.ERROR and blamed(p) is Status.ERROR]
+        partner_absent = len(missing) < sum(p.status is Status.ERROR for p in mine)
         parts = []
         if weak:
             parts.append(f"{len(weak)} of {len(mine)} pairs weak: " + ", ".join(
@@ -259,6 +280,11 @@ def node_results(matrix: PairwiseMatrix) -> list[Result]:
         if missing:
             parts.append(f"{len(missing)} pair(s) not measured: "
                          + ", ".join(p.name for p in missing[:3]))
+        if partner_absent:
+            parts.append(f"partner {matrix.absent} not measured with this node: it did not "
+                         f"take part in the pairs")
+        if matrix.absent == node:
+            parts.append("it stands out in the pairs without a figure: is it up and reachable?")
         if matrix.culprit == node:
             parts.append("likely culprit: check its HCA, cable and switch port")
         elif weak and status is Status.WARN:

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from rackgate.checks.base import Check, CommandError, Params, Scope
+from rackgate.checks.base import Check, CommandError, HostNeeds, Params, Scope
 from rackgate.checks.pairs import (
     DEFAULT_MIN_RATIO,
     judge_pairwise,
@@ -246,6 +246,8 @@ CHECKS = (
                     "round in parallel, through srun): the N x N matrix against line rate",
         params_model=PairwiseParams, metrics=frozenset(), optional_metrics=frozenset({"bw"}),
         command=pairwise_command, parse=parse_pairwise,
+        # on every node: the job's tasks run ib_write_bw on this device
+        needs=lambda p, hv: HostNeeds(tools=("ib_write_bw",), rdma_devices=(p.device,)),
         judge=judge_rack, applies=_applies, runs_on="launcher", judge_nodes=judge_nodes,
     ),
 )

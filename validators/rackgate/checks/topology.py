@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rackgate.checks.base import Check, Params, Scope
+from rackgate.checks.base import Check, HostNeeds, Params, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.dcgm import DcgmDiag, parse_dcgm_diag
 from rackgate.parsers.nvlink import NvLinkStatus, parse_nvlink_status
@@ -304,6 +304,9 @@ CHECKS = (
         params_model=AffinityParams,
         metrics=frozenset(),
         command=lambda p, hv: ["nvidia-smi", "topo", "-m"],
+        # the RDMA names among compute_nics (matrix labels, NIC0, are not device names)
+        needs=lambda p, hv: HostNeeds(rdma_devices=tuple(
+            n for n in p.compute_nics if not (n.startswith("NIC") and n[3:].isdigit()))),
         parse=parse_topo_matrix,
         judge=judge_affinity,
         applies=affinity_applies,

@@ -93,13 +93,30 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def ansible_error(res: Mapping[str, Any], default: str = "") -> str:
+    """Ansible's own words on an item or task: the first lines of its ``msg`` and, when it
+    could not run its module on the host, the module's stderr (else its stdout) on a line
+    of its own after ``module stderr: `` (``judge.evidence`` reads it); plain, bounded.
+
+    >>> ansible_error({"msg": "MODULE FAILURE", "module_stderr": "pyenv: python3: not found"})
+    'MODULE FAILURE\\nmodule stderr: pyenv: python3: not found'
+    """
+    said = "\n".join(line[:300] for line in
+                     plain(str(res.get("msg") or default)).strip().splitlines()[:5])
+    err, out = (plain(str(res.get(k) or "")).strip() for k in ("module_stderr", "module_stdout"))
+    if err or out:
+        said += f"\nmodule {'stderr' if err else 'stdout'}: {(err or out)[-1500:]}"
+    return said.strip()
+
+
 class _Recorder:
     def __init__(self, tasks: Sequence[Task], store: EvidenceStore, progress: ProgressFn,
-                 ran: dict[tuple[str, str], tuple[str, ...]]):
+                 ran: dict[tuple[str, str], tuple[str, ...]], keep: bool = False):
         self.pending = {(t.host, t.check): t for t in tasks}
         self.store = store
         self.progress = progress
         self.ran = ran  # what was handed to Ansible, per (host, check)
+        self.keep = keep  # ansible-runner keeps the events on disk (--keep-artifacts)
 
     def record(self, task: Task, stdout: str, argv: Sequence[str] | None = None,
                **fields: Any) -> None:
@@ -117,7 +134,7 @@ class _Recorder:
         rc = res.get("rc")
         stderr = plain(str(res.get("stderr", "")))
         outcome = "timeout" if rc in (TIMEOUT_RC, KILLED_RC) else "completed"
-        message = plain(str(res.get("msg", "")))
+        message = ansible_error(res)
         if res.get("unreachable"):
             outcome = "unreachable"
         elif rc is None:  # the module could not run the command at all
@@ -148,10 +165,10 @@ class _Recorder:
         if kind in ("runner_item_on_ok", "runner_item_on_failed"):
             self.item(host, res)
         elif kind == "runner_on_unreachable":
-            self.host_failed(host, "unreachable", str(res.get("msg", "host unreachable")))
+            self.host_failed(host, "unreachable", ansible_error(res, "host unreachable"))
         elif kind == "runner_on_failed":
-            self.host_failed(host, "not_run", str(res.get("msg", "the collection task failed")))
-        return False  # ansible-runner need not keep the event on disk
+            self.host_failed(host, "not_run", ansible_error(res, "the collection task failed"))
+        return self.keep  # whether ansible-runner keeps the event on disk
 
 
 _LAUNCHER = """#!{python}
@@ -213,10 +230,11 @@ def _bound_s(tasks: Sequence[Task], forks: int) -> int:
 
 def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
               forks: int, handler: Callable[[dict[str, Any]], bool],
-              stop: Callable[[], bool], who: str,
-              ran: dict[tuple[str, str], tuple[str, ...]]) -> tuple[str, str]:
+              stop: Callable[[], bool], who: str, ran: dict[tuple[str, str], tuple[str, ...]],
+              keep_to: Path | None = None) -> tuple[str, str]:
     """Run the collect playbook over ``tasks``: (ansible-runner's status, the end of
-    Ansible's output). ``ran`` receives the argv handed to Ansible per (host, check)."""
+    Ansible's output). ``ran`` receives the argv handed to Ansible per (host, check);
+    ansible-runner's artifacts are copied to ``keep_to`` when given (:func:`copy_artifacts`)."""
     import ansible_runner  # heavy import, kept out of judging and reporting
 
     token = run_token(run_dir)
@@ -289,12 +307,32 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
             stdout_path = pdd / "artifacts" / str(result.config.ident) / "stdout"
             if stdout_path.is_file():
                 tail = plain(stdout_path.read_text(errors="replace"))[-600:].strip()
+            if keep_to is not None:
+                copy_artifacts(pdd / "artifacts", keep_to)
         finally:
             # Normally nothing is left; after a stop, a timeout or an exception this ends
             # Ansible's workers and the commands they started on this host.
             end_processes(_recorded(record, token), token)
             record.unlink(missing_ok=True)
     return status, tail
+
+
+# Never "command" (it records rackgate's whole environment), nor anything else of the
+# private directory: the credential files, the tasks' vars file.
+KEPT_ARTIFACTS = ("stdout", "stderr", "rc", "status", "job_events")
+
+
+def copy_artifacts(artifacts: Path, dest: Path) -> None:
+    """Copy the KEPT_ARTIFACTS of each ansible-runner run under ``artifacts`` (its private
+    directory's ``artifacts/``) to ``dest/<ident>/``, before that directory is removed."""
+    for run in sorted(artifacts.iterdir()) if artifacts.is_dir() else []:
+        for name in KEPT_ARTIFACTS:
+            src, to = run / name, dest / run.name / name
+            to.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir():
+                shutil.copytree(src, to, dirs_exist_ok=True)
+            elif src.is_file():
+                shutil.copy2(src, to)
 
 
 def _recorded(record: Path, token: str) -> dict[int, int]:
@@ -310,8 +348,10 @@ def _recorded(record: Path, token: str) -> dict[int, int]:
 
 def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStore, *,
             forks: int = 20, progress: ProgressFn = lambda h, c, o: None,
-            stop: Stop | None = None) -> str:
+            stop: Stop | None = None, keep_artifacts: bool = False) -> str:
     """Run ``tasks`` and store their evidence; returns ansible-runner's final status.
+    With ``keep_artifacts``, ansible-runner's artifacts (its stdout, every job event) go to
+    ``RUN_DIR/ansible-artifacts/<ident>/`` too.
 
     After a stop request nothing is recorded for the commands that had not finished
     (they were not collected: ``--resume`` collects them)."""
@@ -324,9 +364,10 @@ def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStor
                              f"no {SECRET_FILE} for it")
     run_dir = store.run_dir
     who = f"rackgate run {run_dir.name} (control host {socket.gethostname()})"
-    recorder = _Recorder(tasks, store, progress, {})
+    recorder = _Recorder(tasks, store, progress, {}, keep=keep_artifacts)
     status, tail = _playbook(tasks, inventory, run_dir, forks=forks, handler=recorder.handle,
-                             stop=stop, who=who, ran=recorder.ran)
+                             stop=stop, who=who, ran=recorder.ran,
+                             keep_to=run_dir / "ansible-artifacts" if keep_artifacts else None)
     if stop():
         return "canceled"
     bound = _bound_s(tasks, forks)

@@ -12,6 +12,7 @@ infinity.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -20,10 +21,28 @@ from rackgate.checks.base import Check
 from rackgate.collect.task import check_argv
 from rackgate.model import Result, Status, describe, last_words
 from rackgate.parsers import ParseError
+from rackgate.parsers.launch_failure import find_culprits
 from rackgate.profile import Profile
 from rackgate.store.evidence import Evidence
 
 NOT_EXECUTABLE_RC = (126, 127)  # timeout(1) and shells: cannot execute / not found
+# Ansible's words when it could not run its module on the host (2.17 and 2.18: MODULE
+# FAILURE; 2.19 names the failed deserialization), and the line that
+# collect.ansible.ansible_error adds to the message with the module's stderr or stdout.
+_MODULE_FAILED = ("MODULE FAILURE", "Module result deserialization failed")
+_MODULE_SAID = re.compile(r"^module (?:stderr|stdout): (.*)", re.M | re.S)
+
+
+def module_failure(ev: Evidence) -> str | None:
+    """What the host said when Ansible could not run its module there (a missing or broken
+    Python interpreter: the module's stderr, else Ansible's first line), or None when the
+    module ran, and with it the check's own command (or the shell's "not found" for it)."""
+    said = _MODULE_SAID.search(ev.message)
+    if said and said.group(1).strip():
+        return said.group(1).strip()
+    if said or ev.message.startswith(_MODULE_FAILED):
+        return ev.message.strip().splitlines()[0]
+    return None
 
 
 def _head(text: str, n: int = 200) -> str:
@@ -91,6 +110,12 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
 
     if ev.outcome == "unreachable":
         return error(f"host unreachable, nothing collected: {_head(ev.message)}")
+    failed = module_failure(ev) if ev.outcome != "timeout" else None
+    if failed is not None:  # the check's command never started
+        rc = f" (rc {ev.rc})" if ev.rc is not None else ""
+        hint = " (check ansible_python_interpreter)" if ev.rc in NOT_EXECUTABLE_RC else ""
+        return error(f"Ansible could not run its module on the host{rc}: "
+                     f"{last_words(failed)}{hint}")
     if ev.outcome == "not_run":
         return error(f"command not run: {last_words(ev.message)}")
     if ev.outcome == "timeout":
@@ -127,12 +152,20 @@ def judge_launched(check: Check, ev: Evidence, stdout: str, profile: Profile,
     """Every node's result from the one evidence file of a job launched across ``nodes``,
     and the check's report section (a pairwise matrix) when it has one.
 
-    Bad evidence (not run, timed out, rc, unparseable) is the same error for every node;
-    so is any outcome of a check without ``judge_nodes``.
+    A job that failed and whose output names the node(s) that broke it (SLURM's, Open
+    MPI's or NCCL's error lines, rackgate's readiness guard: ``parsers.launch_failure``)
+    is an ``error`` for those nodes and a ``warn`` for the others, which were not measured
+    through no fault of their own. Other bad evidence (not run, timed out, rc,
+    unparseable) is the same error for every node; so is any outcome of a check without
+    ``judge_nodes``.
     """
     rack = judge_evidence(check, ev, stdout, profile)
     cp = profile.check(check.name)
     bad_evidence = ev.outcome != "completed" or ev.rc != 0
+    if bad_evidence and rack.status is Status.ERROR:
+        blamed = blame(check.name, ev, stdout, nodes, rack.message)
+        if blamed:
+            return blamed, None
     if check.judge_nodes is None or bad_evidence or cp is None or not cp.enabled:
         return [replace(rack, node=n) for n in nodes], None
     try:
@@ -148,6 +181,25 @@ def judge_launched(check: Check, ev: Evidence, stdout: str, profile: Profile,
         return [Result(n, check.name, Status.ERROR, why, evidence=ev.stdout_file)
                 for n in nodes], None
     return exactly_the_nodes(check.name, results, nodes, ev.stdout_file), (section or None)
+
+
+def blame(check: str, ev: Evidence, stdout: str, nodes: Sequence[str],
+          why: str) -> list[Result]:
+    """When the failed job's output names the node(s) that broke it, and not every node:
+    ``error`` for them and ``warn`` (not measured) for the others; else []."""
+    if ev.outcome not in ("completed", "timeout"):
+        return []
+    failure = find_culprits(f"{stdout}\n{ev.stderr}", nodes)
+    culprits = {n: failure.culprits[n] for n in nodes if n in failure.culprits}
+    if not culprits or len(culprits) == len(nodes):
+        return []
+    where = ev.stdout_file
+    named = "; ".join(f"{n}: {last_words(w)}" for n, w in culprits.items())
+    return [Result(n, check, Status.ERROR, f"this node broke the job across the nodes: "
+                   f"{last_words(culprits[n])} ({why})", evidence=where) if n in culprits
+            else Result(n, check, Status.WARN, f"not measured: the job across the nodes "
+                        f"failed on another node ({named})", evidence=where)
+            for n in nodes]
 
 
 def exactly_the_nodes(check: str, results: Sequence[Result], nodes: Sequence[str],

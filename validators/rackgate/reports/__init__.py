@@ -14,6 +14,8 @@ from typing import Any
 
 from rackgate.model import RackVerdict, Status
 from rackgate.profile import Profile
+from rackgate.store.evidence import attempt_of
+from rackgate.store.manifest import revisions_of
 
 SCHEMA = "rackgate.report/1"
 
@@ -37,6 +39,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
     """The JSON report as a dict; ``pairwise`` are judged node-pair matrices, already in
     their report form (``rackgate.checks.pairs.PairwiseMatrix.to_doc()``), added only when given."""
     statuses = Counter(r.status.label for n in rack.nodes for r in n.results)
+    revisions = revisions_of(manifest)
     nodes = []
     for n in rack.nodes:
         node_profile = (node_profiles or {}).get(n.node, profile)
@@ -60,6 +63,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
                 "percent_of_limit": r.percent_of_limit,
                 "evidence": r.evidence,
                 "evidence_sha256": evidence_sha256.get((r.node, r.check)),
+                "attempt": attempt_of(r.evidence) if r.evidence else None,
                 "details": r.details,
             } for r in n.results],
         })
@@ -68,6 +72,8 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "run": dict(manifest),
         "profile": _profile_doc(profile),
+        "revision": len(revisions),
+        "attempts": revisions,
         "verdict": rack.verdict.value,
         "reasons": list(rack.reasons),
         "summary": {

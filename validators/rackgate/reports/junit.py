@@ -95,7 +95,8 @@ def render_junit(doc: Mapping[str, Any]) -> str:
     run_id, profile = doc.get("run", {}).get("run_id", ""), doc["profile"]["name"]
     root = ET.Element("testsuites", name=xml_text(f"rackgate {profile} {run_id}"))
     props = {"run_id": run_id, "profile": profile,
-             "profile_sha256": doc["profile"].get("sha256"), "rack_verdict": doc["verdict"]}
+             "profile_sha256": doc["profile"].get("sha256"), "rack_verdict": doc["verdict"],
+             "revision": str(doc.get("revision", 1))}
 
     def suite(name: str) -> ET.Element:
         el = _sub(root, "testsuite", name=name)

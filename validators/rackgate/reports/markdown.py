@@ -73,7 +73,8 @@ def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
     run, summary = doc.get("run", {}), doc["summary"]
     lines = [f"**{doc['verdict']}** rack {md(_rack(run))}: {summary['accepted']} of "
              f"{summary['nodes']} nodes accepted, profile {md(doc['profile']['name'])}, "
-             f"run {md(run.get('run_id', '?'))}", ""]
+             f"run {md(run.get('run_id', '?'))}"
+             + (f", revision {doc['revision']}" if doc.get("revision", 1) > 1 else ""), ""]
     rows = [_row(n, r) for n in doc["nodes"] for r in n["results"] if r["status"] in BLOCKING]
     # A node rejected with no blocking result had no check judged: it still needs a ticket.
     rows += [_row(n, {"check": "", "status": n.get("status", "error"),

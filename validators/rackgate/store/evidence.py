@@ -5,6 +5,12 @@ Layout::
     RUN_DIR/manifest.json                 what was asked: inventory, profile, hosts, checks
     RUN_DIR/evidence/<host>/<check>.out   the command's raw stdout, byte for byte
     RUN_DIR/evidence/<host>/<check>.json  argv, outcome, rc, timing, stderr, sha256 of .out
+    RUN_DIR/evidence/<host>/<check>~2.out  a second attempt (``--resume``, ``--retest``, a
+    RUN_DIR/evidence/<host>/<check>~2.json job run again without the node that broke it)
+
+Evidence is never overwritten: collecting a (host, check) again writes its next attempt
+(``~2``, ``~3``...), and the highest recorded attempt is the one judged; the earlier ones
+stay for the report's list of attempts and for ``rackgate verify`` of earlier revisions.
 
 Every file is written to a temporary name, flushed and renamed, so a crash never leaves a
 half file under the final name. The ``.json`` is written last and records the sha256 of
@@ -136,9 +142,28 @@ def write_json(path: Path, doc: Any, *, sync: bool = True, indent: int | None = 
 
 
 def _safe(part: str) -> str:
-    if not part or part in {".", ".."} or "/" in part or "\0" in part:
+    if not part or part in {".", ".."} or "/" in part or "\0" in part or "~" in part:
         raise EvidenceError(f"unsafe name for an evidence path: {part!r}")
     return part
+
+
+def _stem(check: str, attempt: int) -> str:
+    """The file name of ``check``'s evidence of one attempt, without its suffix."""
+    return check if attempt == 1 else f"{check}~{attempt}"
+
+
+def attempt_of(path: str) -> int:
+    """The attempt an evidence file path is of (``fio.seq_read~2.out``: 2).
+
+    >>> attempt_of("evidence/n1/fio.seq_read.out"), attempt_of("evidence/n1/fio.seq_read~3.out")
+    (1, 3)
+    """
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    _, sep, n = stem.rpartition("~")
+    return int(n) if sep and n.isdigit() else 1
+
+
+MAX_ATTEMPTS = 1000  # a bound on the attempts looked for (each is a collection of its own)
 
 
 class EvidenceStore:
@@ -146,14 +171,28 @@ class EvidenceStore:
         self.run_dir = run_dir
         self.sync = sync
 
-    def _path(self, host: str, check: str, suffix: str) -> Path:
-        return self.run_dir / "evidence" / _safe(host) / f"{_safe(check)}{suffix}"
+    def _path(self, host: str, check: str, suffix: str, attempt: int = 1) -> Path:
+        return self.run_dir / "evidence" / _safe(host) / f"{_stem(_safe(check), attempt)}{suffix}"
 
-    def meta_path(self, host: str, check: str) -> Path:
-        return self._path(host, check, ".json")
+    def meta_path(self, host: str, check: str, attempt: int = 1) -> Path:
+        return self._path(host, check, ".json", attempt)
+
+    def attempt(self, host: str, check: str) -> int:
+        """The highest recorded attempt of (host, check): 0 when none was recorded."""
+        base = os.path.join(str(self.run_dir), "evidence", _safe(host), _safe(check))
+        if not os.path.exists(base + ".json"):
+            return 0
+        n = 1
+        while n < MAX_ATTEMPTS and os.path.exists(f"{base}~{n + 1}.json"):
+            n += 1
+        return n
 
     def write(self, host: str, check: str, stdout: str, **fields: Any) -> Evidence:
-        out = self._path(host, check, ".out")
+        """Record (host, check) as its next attempt; earlier attempts stay as they are."""
+        attempt = self.attempt(host, check) + 1
+        if attempt > MAX_ATTEMPTS:
+            raise EvidenceError(f"{host} {check}: {MAX_ATTEMPTS} attempts recorded already")
+        out = self._path(host, check, ".out", attempt)
         data = stdout.encode("utf-8", errors="surrogateescape")
         atomic_write(out, data, sync=self.sync)
         ev = Evidence(host=host, check=check, stdout_file=str(out.relative_to(self.run_dir)),
@@ -161,18 +200,26 @@ class EvidenceStore:
                       **fields)
         doc = asdict(ev)
         doc["argv"] = list(ev.argv)
-        write_json(self.meta_path(host, check), doc, sync=self.sync)
+        write_json(self.meta_path(host, check, attempt), doc, sync=self.sync)
         return ev
 
-    def read(self, host: str, check: str) -> tuple[Evidence, str]:
-        """The evidence and its stdout; EvidenceError when absent or damaged.
+    def read(self, host: str, check: str, attempt: int | None = None) -> tuple[Evidence, str]:
+        """The evidence of the latest attempt (or of ``attempt``) and its stdout;
+        EvidenceError when absent or damaged.
 
         Called once per (node, check) when a run is judged, so it sticks to plain string
-        paths and two reads (10,000 nodes x 20 checks is 400,000 files).
+        paths and few system calls (10,000 nodes x 20 checks is 400,000 files).
         """
-        rel_meta = f"evidence/{_safe(host)}/{_safe(check)}.json"
-        rel_out = f"evidence/{host}/{check}.out"
         base = str(self.run_dir)
+        if attempt is None:
+            stem = f"evidence/{_safe(host)}/{_safe(check)}"
+            attempt = 1
+            while attempt < MAX_ATTEMPTS and os.path.exists(
+                    os.path.join(base, f"{stem}~{attempt + 1}.json")):
+                attempt += 1
+        name = _stem(_safe(check), attempt)
+        rel_meta = f"evidence/{_safe(host)}/{name}.json"
+        rel_out = f"evidence/{host}/{name}.out"
         try:
             with open(os.path.join(base, rel_meta), "rb") as fh:
                 doc = json.loads(fh.read())

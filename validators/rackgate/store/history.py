@@ -73,6 +73,12 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE UNIQUE INDEX results_node_check ON results (node, check_name, run)",
         "CREATE INDEX results_run ON results (run)",
     ),
+    # 1 -> 2: the run's revision (each --resume or --retest collects again) and each
+    # result's evidence attempt.
+    (
+        "ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE results ADD COLUMN attempt INTEGER",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -96,6 +102,8 @@ class HistoryRow:
     message: str
     run_dir: Path
     profile_sha256: str  # tells apart re-judgements with a same-named, overridden profile
+    revision: int = 1  # the run's revision judged (each --resume or --retest adds one)
+    attempt: int | None = None  # the evidence attempt the result was judged from
 
 
 def default_history_path(runs_dir: Path) -> Path:
@@ -176,7 +184,8 @@ def record_report(conn: sqlite3.Connection, doc: Mapping[str, Any], run_dir: Pat
         key = (str(doc["run"]["run_id"]), _utc(doc["generated"], where),
                str(doc["profile"]["sha256"]))
         run_row = (*key, str(run_dir), str(doc["profile"]["name"]), str(doc["verdict"]),
-                   int(doc["summary"]["nodes"]), int(doc["summary"]["accepted"]))
+                   int(doc["summary"]["nodes"]), int(doc["summary"]["accepted"]),
+                   int(doc.get("revision", 1)))
         nodes = list(doc["nodes"])
     except (KeyError, TypeError, ValueError) as exc:
         raise HistoryError(f"{where}: missing or malformed field: {exc!r}") from None
@@ -187,15 +196,16 @@ def record_report(conn: sqlite3.Connection, doc: Mapping[str, Any], run_dir: Pat
             if found is not None:
                 return int(found[0])
             cur = conn.execute("INSERT INTO runs (run_id, judged_at, profile_sha256, run_dir, "
-                               "profile, verdict, nodes, accepted) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", run_row)
+                               "profile, verdict, nodes, accepted, revision) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", run_row)
             run = cur.lastrowid
             conn.executemany(
                 "INSERT INTO results (run, node, check_name, status, measured, unit, "
-                "expected, message, evidence, evidence_sha256) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "expected, message, evidence, evidence_sha256, attempt) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 ((run, n["name"], r["check"], r["status"], r["measured"], r["unit"],
-                  r["expected"], r["message"], r.get("evidence"), r.get("evidence_sha256"))
+                  r["expected"], r["message"], r.get("evidence"), r.get("evidence_sha256"),
+                  r.get("attempt"))
                  for n in nodes for r in n["results"]))
     except (KeyError, TypeError) as exc:
         raise HistoryError(f"{where}: missing or malformed result field: {exc!r}; "
@@ -217,13 +227,13 @@ def node_history(conn: sqlite3.Connection, node: str, check: str | None = None,
     try:
         rows = conn.execute(
             "SELECT r.judged_at, r.run_id, r.profile, x.check_name, x.status, x.measured, "
-            "x.unit, x.expected, x.message, r.run_dir, r.profile_sha256 "
+            "x.unit, x.expected, x.message, r.run_dir, r.profile_sha256, r.revision, x.attempt "
             f"FROM results AS x JOIN runs AS r ON r.id = x.run WHERE {where} "
             "ORDER BY r.judged_at DESC, r.id DESC, x.rowid LIMIT ?", (*params, limit)).fetchall()
     except sqlite3.Error as exc:
         raise HistoryError(f"{_db_path(conn)}: cannot read the history of {node}: "
                            f"sqlite says: {exc}") from None
     return [HistoryRow(judged_at, run_id, profile, check_name, Status.from_label(status),
-                       measured, unit, expected, message, Path(run_dir), sha)
+                       measured, unit, expected, message, Path(run_dir), sha, revision, attempt)
             for (judged_at, run_id, profile, check_name, status, measured, unit, expected,
-                 message, run_dir, sha) in rows]
+                 message, run_dir, sha, revision, attempt) in rows]

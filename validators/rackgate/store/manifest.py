@@ -10,7 +10,8 @@ import fcntl
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -156,4 +157,80 @@ def manifest_problem(doc: Any) -> str | None:
         return f"field launch_host must be a host name or null, got {launch!r}"
     if not isinstance(doc.get("resumed", []), list):
         return f"field resumed must be a list, got {json_kind(doc.get('resumed'))}"
+    reason = doc.get("no_launch_reason")
+    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+        return f"field no_launch_reason must be a non-empty string or null, got {reason!r}"
+    return _launched_problem(doc.get("launched", {}), set(names)) or _revisions_problem(
+        doc.get("revisions", []))
+
+
+@dataclass(frozen=True)
+class Launched:
+    """Where one check's latest job across the nodes ran, and who was left out of it (the
+    manifest's ``launched``, per check)."""
+
+    nodes: tuple[str, ...]
+    left_out: Mapping[str, str] = field(default_factory=dict)  # node -> why
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"nodes": list(self.nodes), "left_out": dict(self.left_out)}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Launched:
+        return cls(tuple(doc["nodes"]), dict(doc["left_out"]))
+
+
+def _launched_problem(launched: Any, hosts: set[str]) -> str | None:
+    """What is wrong with ``launched`` (per check launched across the nodes: the nodes its
+    latest job ran on, and those left out of it with the reason), or None."""
+    if not isinstance(launched, dict):
+        return f"field launched must be an object, got {json_kind(launched)}"
+    for check, rec in launched.items():
+        where = f"field launched.{check}"
+        if not isinstance(rec, dict) or set(rec) != {"nodes", "left_out"}:
+            return f"{where} must be an object with nodes and left_out"
+        nodes, left = rec["nodes"], rec["left_out"]
+        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+            return f"{where}.nodes must be a list of host names"
+        if not isinstance(left, dict) or not all(isinstance(v, str) for v in left.values()):
+            return f"{where}.left_out must map host names to reasons"
+        strays = sorted((set(nodes) | set(left)) - hosts)
+        if strays:
+            return f"{where} names host(s) not under test: {', '.join(strays)}"
+        if len(set(nodes)) != len(nodes) or set(nodes) & set(left):
+            return f"{where}: a host is listed twice"
     return None
+
+
+REVISION_KINDS = frozenset({"validate", "resume", "retest"})
+
+
+def _revisions_problem(revisions: Any) -> str | None:
+    if not isinstance(revisions, list):
+        return f"field revisions must be a list, got {json_kind(revisions)}"
+    for i, rev in enumerate(revisions):
+        if not isinstance(rev, dict) or rev.get("revision") != i + 1 \
+                or rev.get("kind") not in REVISION_KINDS or not isinstance(rev.get("at"), str):
+            return (f"field revisions[{i}] must be an object with revision {i + 1}, kind "
+                    f"({', '.join(sorted(REVISION_KINDS))}) and at, got {rev!r}")
+    return None
+
+
+def revisions_of(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's collections, one per revision: kind (validate, resume, retest), when, and
+    for a retest the nodes and checks it collected again. A manifest from before
+    revisions were recorded has its validate and each resume."""
+    recorded = doc.get("revisions")
+    if recorded:
+        return [dict(r) for r in recorded]
+    return [{"revision": 1, "kind": "validate", "at": str(doc.get("started"))}] + [
+        {"revision": i + 2, "kind": "resume", "at": str(at)}
+        for i, at in enumerate(doc.get("resumed", []))]
+
+
+def add_revision(doc: dict[str, Any], kind: str, **what: Any) -> int:
+    """Record one more collection of the run (resume, retest) in ``doc``, its manifest;
+    returns its number."""
+    revisions = doc["revisions"] = revisions_of(doc)
+    revisions.append({"revision": len(revisions) + 1, "kind": kind, "at": now(), **what})
+    return len(revisions)

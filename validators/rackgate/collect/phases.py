@@ -1,0 +1,140 @@
+"""Executing a plan, phase by phase, so that a failure stays with the node that failed.
+
+1. Every node's own checks run first (phase 0: on the nodes, and on the control host).
+2. A node that was unreachable in phase 0 is left out of the jobs across the nodes
+   (phase 1): they are planned again without it, so the others are measured, and the
+   manifest's ``launched`` record says who was left out and why.
+3. A job across the nodes that failed, and whose output names the node(s) that broke it
+   (``parsers.launch_failure``: SLURM's, Open MPI's and NCCL's error lines, rackgate's
+   readiness guard), runs once more without them, when at least two nodes remain; its
+   first attempt stays in the evidence store.
+
+Judging then blames the left-out nodes (``error``, with the reason) and judges the others
+on the job that ran without them (``placement.AcrossNodes.judge``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from rackgate.checks.base import Check
+from rackgate.collect.ansible import collect, release_nodes
+from rackgate.collect.plan import Plan, plan
+from rackgate.collect.task import Stop, Task
+from rackgate.inventory import Inventory
+from rackgate.model import last_words
+from rackgate.parsers.launch_failure import find_culprits
+from rackgate.placement import (
+    ACROSS_NODES,
+    MIN_NODES_ACROSS,
+    AcrossNodes,
+    RunView,
+)
+from rackgate.store.evidence import EvidenceError, EvidenceStore
+from rackgate.store.manifest import Launched
+
+ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
+
+
+class Collection:
+    """One collection of a run: ``run()`` executes the plan; ``launched`` then holds, per
+    check launched across the nodes, where its latest job ran and who was left out."""
+
+    def __init__(self, the_plan: Plan, view: RunView, checks: Sequence[Check], inv: Inventory,
+                 store: EvidenceStore, forks: int, progress: ProgressFn, stop: Stop,
+                 keep_artifacts: bool = False) -> None:
+        self.plan, self.view, self.inv, self.store = the_plan, view, inv, store
+        self.keep_artifacts = keep_artifacts  # ansible-runner's artifacts go to the run dir
+        self.checks = {c.name: c for c in checks}
+        self.forks, self.progress, self.stop = forks, progress, stop
+        self.launched: dict[str, Launched] = {}
+        self.statuses: list[str] = []
+
+    def run(self) -> list[str]:
+        """Collect; ansible-runner's status of each playbook run."""
+        tasks = [t for phase in self.plan.phases for t in phase]
+        across = [t for t in tasks if self.plan.phase_of[t.check] == ACROSS_NODES.phase]
+        own = [t for t in tasks if t not in across]
+        self._phase(own)
+        if self.stop() or not across:
+            return self.statuses
+        left = self.unreachable(own)
+        if left:
+            across = self._replan([t.check for t in across], left)
+        self._phase(across)
+        again: list[Task] = []
+        for t in across:
+            if self.stop():
+                break
+            culprits = self.culprits(t)
+            if culprits:
+                again += self._replan([t.check], {**self.launched[t.check].left_out,
+                                                  **culprits})
+        self._phase(again, note=" (again, without the node that broke the job)")
+        return self.statuses
+
+    def _phase(self, tasks: Sequence[Task], note: str = "") -> None:
+        if not tasks or self.stop():
+            return
+        for t in tasks:
+            if self.plan.phase_of[t.check] == ACROSS_NODES.phase:
+                self.launched.setdefault(t.check, Launched(self.view.nodes))
+
+        def progress(host: str, check: str, outcome: str) -> None:
+            self.progress(host, check, outcome + note)
+
+        self.statuses.append(collect(tasks, self.inv.sources, self.store, forks=self.forks,
+                                     progress=progress, stop=self.stop,
+                                     keep_artifacts=self.keep_artifacts))
+        if self.stop():
+            # this run's commands still running on the nodes (fio, srun) end too
+            release_nodes(tasks, self.inv.sources, self.store.run_dir, forks=self.forks,
+                          stop=self.stop)
+
+    def unreachable(self, tasks: Sequence[Task]) -> dict[str, str]:
+        """The nodes under test that Ansible could not reach for their own checks of this
+        collection, with Ansible's reason."""
+        out: dict[str, str] = {}
+        for t in tasks:
+            if t.on_control or t.host in out or t.host not in self.view.nodes:
+                continue
+            try:
+                ev, _ = self.store.read(t.host, t.check)
+            except EvidenceError:
+                continue
+            if ev.outcome == "unreachable":
+                out[t.host] = f"{t.host} unreachable: {last_words(ev.message, 160)}"
+        return out
+
+    def culprits(self, task: Task) -> dict[str, str]:
+        """The nodes that broke ``task``'s job across the nodes, with why, when its output
+        names some but not all of them; else {}."""
+        nodes = self.launched[task.check].nodes
+        try:
+            ev, stdout = self.store.read(task.host, task.check)
+        except EvidenceError:
+            return {}
+        if ev.outcome not in ("completed", "timeout") or ev.rc == 0:
+            return {}
+        failure = find_culprits(f"{stdout}\n{ev.stderr}", nodes)
+        named = {n: f"{n} broke the {task.check} job: {last_words(failure.culprits[n], 200)}"
+                 for n in nodes if n in failure.culprits}
+        return named if 0 < len(named) < len(nodes) else {}
+
+    def _replan(self, checks: Sequence[str], left: Mapping[str, str]) -> list[Task]:
+        """The jobs of ``checks`` planned again without the ``left`` nodes; records where
+        each runs (or that too few nodes remain: nothing runs, the others warn)."""
+        view = replace(self.view, left_out=dict(left))
+        nodes = AcrossNodes.job_nodes(view)
+        for name in checks:
+            self.launched[name] = Launched(nodes, dict(left))
+        if len(nodes) < MIN_NODES_ACROSS:
+            return []
+        replanned = plan(view, [self.checks[c] for c in checks], lambda h, c: False)
+        for nr in replanned.not_run:
+            self.store.write(nr.host, nr.check, "", argv=(), outcome="not_run", rc=None,
+                             started=None, ended=None, duration_s=None, stderr="",
+                             message=nr.why)
+            self.progress(nr.host, nr.check, "not_run")
+        return [t for phase in replanned.phases for t in phase]
