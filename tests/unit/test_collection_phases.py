@@ -104,6 +104,21 @@ def test_a_job_broken_by_one_node_runs_once_more_without_it(
     assert "Exited with exit code 1" in rec.left_out["n3"]
 
 
+def test_a_node_busy_with_another_runs_benchmark_is_named_busy_not_broken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def answer(t: Task) -> tuple[str, dict[str, Any]]:
+        if t.check == "mpi.allreduce" and "n2" in job_nodes(t):
+            return "", {"outcome": "completed", "rc": 75, "message": "",
+                        "stderr": "srun: error: n2: task 1: Exited with exit code 75\n"}
+        return ok()
+
+    run, log, _ = collection(tmp_path, answer, monkeypatch)
+    run.run()
+    assert [len(batch) for batch in log] == [3, 1, 1]
+    why = run.launched["mpi.allreduce"].left_out["n2"]
+    assert why.startswith("n2 was busy: another run holds its node lock") and "broke" not in why
+
+
 def test_a_job_that_names_no_culprit_or_every_node_is_not_run_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lines = {"none": "srun: error: Unable to create step for job 7: Invalid node name\n",

@@ -130,8 +130,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             totals[c.name], done[c.name] = pending[c.name], 0
 
     def on_result(host: str, check: str, outcome: str) -> None:
-        progress.advance(tasks[check])
         done[check] += 1
+        totals[check] = max(totals[check], done[check])  # a job run again counts too
+        progress.update(tasks[check], total=totals[check], advance=1)
         if not interactive:
             out.print(f"[{done[check]}/{totals[check]}] {check} {host}: {outcome}",
                       markup=False, highlight=False)

@@ -23,6 +23,7 @@ from rackgate.collect.ansible import collect, release_nodes
 from rackgate.collect.plan import Plan, plan
 from rackgate.collect.task import Stop, Task
 from rackgate.inventory import Inventory
+from rackgate.judge.evidence import broke_the_job
 from rackgate.model import last_words
 from rackgate.parsers.launch_failure import find_culprits
 from rackgate.placement import (
@@ -118,7 +119,7 @@ class Collection:
         if ev.outcome not in ("completed", "timeout") or ev.rc == 0:
             return {}
         failure = find_culprits(f"{stdout}\n{ev.stderr}", nodes)
-        named = {n: f"{n} broke the {task.check} job: {last_words(failure.culprits[n], 200)}"
+        named = {n: broke_the_job(n, task.check, failure.culprits[n])
                  for n in nodes if n in failure.culprits}
         return named if 0 < len(named) < len(nodes) else {}
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from rackgate.checks.base import Check
+from rackgate.collect.launch import LOCK_BUSY_RC
 from rackgate.collect.task import check_argv
 from rackgate.model import Result, Status, describe, last_words
 from rackgate.parsers import ParseError
@@ -183,6 +184,16 @@ def judge_launched(check: Check, ev: Evidence, stdout: str, profile: Profile,
     return exactly_the_nodes(check.name, results, nodes, ev.stdout_file), (section or None)
 
 
+def broke_the_job(node: str, check: str, why: str) -> str:
+    """Why ``node`` is blamed for the failure of ``check``'s job across the nodes, in words:
+    its task's exit code 75 is the node lock held by another run (``flock
+    --conflict-exit-code``), a busy node, not a broken one."""
+    if re.search(rf"\bExited with exit code {LOCK_BUSY_RC}\b", why):
+        return (f"{node} was busy: another run holds its node lock, so its task of the "
+                f"{check} job gave up (exit code {LOCK_BUSY_RC}): {last_words(why, 200)}")
+    return f"{node} broke the {check} job: {last_words(why, 200)}"
+
+
 def blame(check: str, ev: Evidence, stdout: str, nodes: Sequence[str],
           why: str) -> list[Result]:
     """When the failed job's output names the node(s) that broke it, and not every node:
@@ -195,8 +206,8 @@ def blame(check: str, ev: Evidence, stdout: str, nodes: Sequence[str],
         return []
     where = ev.stdout_file
     named = "; ".join(f"{n}: {last_words(w)}" for n, w in culprits.items())
-    return [Result(n, check, Status.ERROR, f"this node broke the job across the nodes: "
-                   f"{last_words(culprits[n])} ({why})", evidence=where) if n in culprits
+    return [Result(n, check, Status.ERROR, f"{broke_the_job(n, check, culprits[n])} ({why})",
+                   evidence=where) if n in culprits
             else Result(n, check, Status.WARN, f"not measured: the job across the nodes "
                         f"failed on another node ({named})", evidence=where)
             for n in nodes]
