@@ -19,7 +19,7 @@ from typing import Any
 
 from rackgate.checks import RACK_REGISTRY, REGISTRY, load_profile, profile_from_document
 from rackgate.checks.base import Check
-from rackgate.collect.phases import Collection
+from rackgate.collect.phases import Collection, record_not_run
 from rackgate.collect.plan import plan
 from rackgate.collect.preflight import Problem, preflight, refuse_on_errors
 from rackgate.collect.processes import end_collection
@@ -248,9 +248,7 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
     the_plan = plan(view, selected, usable or store.has_usable)
     on_plan(selected, the_plan.pending(selected))
     for nr in the_plan.not_run:
-        store.write(nr.host, nr.check, "", argv=(), outcome="not_run", rc=None,
-                    started=None, ended=None, duration_s=None, stderr="", message=nr.why)
-        progress(nr.host, nr.check, "not_run")
+        record_not_run(store, nr, progress)
     for sk in the_plan.skipped:
         progress(sk.host, sk.check, "skipped")  # judged as skip: nothing to collect
     collection = Collection(the_plan, view, selected, inv, store, forks, progress, stop,

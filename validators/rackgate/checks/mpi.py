@@ -42,13 +42,13 @@ from rackgate.collect.launch import (
     Across,
     Launch,
     LaunchError,
-    host_matches,
     mpirun_argv,
     plain,
     srun_argv,
     when_slurm_ready,
 )
 from rackgate.model import Judgement, Result, Status
+from rackgate.parsers.launch_failure import host_matches
 from rackgate.parsers.mpi_allreduce import AllreduceRun, parse_mpi_allreduce
 from rackgate.profile import Hardware, Threshold
 from rackgate.programs.probes import source

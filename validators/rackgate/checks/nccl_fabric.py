@@ -47,7 +47,6 @@ from rackgate.collect.launch import (
     Across,
     Launch,
     LaunchError,
-    host_matches,
     plain,
     rounds_argv,
     srun_argv,
@@ -55,6 +54,7 @@ from rackgate.collect.launch import (
 )
 from rackgate.model import Judgement, Result, Status
 from rackgate.parsers import ParseError
+from rackgate.parsers.launch_failure import host_matches
 from rackgate.parsers.nccl_tests import NcclTestsRun, parse_nccl_tests
 from rackgate.profile import Hardware, Threshold
 

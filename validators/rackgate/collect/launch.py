@@ -209,18 +209,6 @@ def srun_argv(launch: Launch, job_name: str) -> list[str]:
     return argv + list(launch.program)
 
 
-def host_matches(reported: str, node: str) -> bool:
-    """Whether a host name a job reported (nccl-tests' ``#  Rank ... on <host>``, MPI's
-    processor name: gethostname) is the node under test ``node``: the same name, or one
-    is the other's fully qualified form (``gpu01`` and ``gpu01.rack1.example``).
-
-    >>> host_matches("gpu01.rack1", "gpu01"), host_matches("gpu011", "gpu01")
-    (True, False)
-    """
-    a, b = reported.lower(), node.lower()
-    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
-
-
 def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str]) -> list[str]:
     """``argv`` (srun, or a script of srun jobs) run by the readiness guard, which execs it
     only when SLURM reports every node of ``nodes`` idle.

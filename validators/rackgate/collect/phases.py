@@ -30,6 +30,7 @@ from rackgate.placement import (
     ACROSS_NODES,
     MIN_NODES_ACROSS,
     AcrossNodes,
+    NotRun,
     RunView,
 )
 from rackgate.store.evidence import EvidenceError, EvidenceStore
@@ -51,6 +52,7 @@ class Collection:
         self.forks, self.progress, self.stop = forks, progress, stop
         self.launched: dict[str, Launched] = {}
         self.statuses: list[str] = []
+        self._unreachable: set[tuple[str, str]] = set()  # (host, check) reported unreachable
 
     def run(self) -> list[str]:
         """Collect; ansible-runner's status of each playbook run."""
@@ -83,6 +85,8 @@ class Collection:
                 self.launched.setdefault(t.check, Launched(self.view.nodes))
 
         def progress(host: str, check: str, outcome: str) -> None:
+            if outcome == "unreachable":
+                self._unreachable.add((host, check))
             self.progress(host, check, outcome + note)
 
         self.statuses.append(collect(tasks, self.inv.sources, self.store, forks=self.forks,
@@ -95,10 +99,12 @@ class Collection:
 
     def unreachable(self, tasks: Sequence[Task]) -> dict[str, str]:
         """The nodes under test that Ansible could not reach for their own checks of this
-        collection, with Ansible's reason."""
+        collection, with Ansible's reason (read from the evidence of the tasks that the
+        collector reported unreachable)."""
         out: dict[str, str] = {}
         for t in tasks:
-            if t.on_control or t.host in out or t.host not in self.view.nodes:
+            if t.on_control or t.host in out or t.host not in self.view.nodes \
+                    or (t.host, t.check) not in self._unreachable:
                 continue
             try:
                 ev, _ = self.store.read(t.host, t.check)
@@ -134,8 +140,12 @@ class Collection:
             return []
         replanned = plan(view, [self.checks[c] for c in checks], lambda h, c: False)
         for nr in replanned.not_run:
-            self.store.write(nr.host, nr.check, "", argv=(), outcome="not_run", rc=None,
-                             started=None, ended=None, duration_s=None, stderr="",
-                             message=nr.why)
-            self.progress(nr.host, nr.check, "not_run")
+            record_not_run(self.store, nr, self.progress)
         return [t for phase in replanned.phases for t in phase]
+
+
+def record_not_run(store: EvidenceStore, nr: NotRun, progress: ProgressFn) -> None:
+    """Record a (host, check) that cannot run as ``not_run`` evidence (judged ``error``)."""
+    store.write(nr.host, nr.check, "", argv=(), outcome="not_run", rc=None, started=None,
+                ended=None, duration_s=None, stderr="", message=nr.why)
+    progress(nr.host, nr.check, "not_run")

@@ -166,6 +166,14 @@ def attempt_of(path: str) -> int:
 MAX_ATTEMPTS = 1000  # a bound on the attempts looked for (each is a collection of its own)
 
 
+def _latest(stem: str) -> int:
+    """The highest attempt N >= 1 whose ``<stem>~N.json`` is recorded (1: only the first)."""
+    n = 1
+    while n < MAX_ATTEMPTS and os.path.exists(f"{stem}~{n + 1}.json"):
+        n += 1
+    return n
+
+
 class EvidenceStore:
     def __init__(self, run_dir: Path, *, sync: bool = True) -> None:
         self.run_dir = run_dir
@@ -179,13 +187,8 @@ class EvidenceStore:
 
     def attempt(self, host: str, check: str) -> int:
         """The highest recorded attempt of (host, check): 0 when none was recorded."""
-        base = os.path.join(str(self.run_dir), "evidence", _safe(host), _safe(check))
-        if not os.path.exists(base + ".json"):
-            return 0
-        n = 1
-        while n < MAX_ATTEMPTS and os.path.exists(f"{base}~{n + 1}.json"):
-            n += 1
-        return n
+        stem = os.path.join(str(self.run_dir), "evidence", _safe(host), _safe(check))
+        return _latest(stem) if os.path.exists(stem + ".json") else 0
 
     def write(self, host: str, check: str, stdout: str, **fields: Any) -> Evidence:
         """Record (host, check) as its next attempt; earlier attempts stay as they are."""
@@ -212,11 +215,7 @@ class EvidenceStore:
         """
         base = str(self.run_dir)
         if attempt is None:
-            stem = f"evidence/{_safe(host)}/{_safe(check)}"
-            attempt = 1
-            while attempt < MAX_ATTEMPTS and os.path.exists(
-                    os.path.join(base, f"{stem}~{attempt + 1}.json")):
-                attempt += 1
+            attempt = _latest(os.path.join(base, "evidence", _safe(host), _safe(check)))
         name = _stem(_safe(check), attempt)
         rel_meta = f"evidence/{_safe(host)}/{name}.json"
         rel_out = f"evidence/{host}/{name}.out"
