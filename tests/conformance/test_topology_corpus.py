@@ -44,7 +44,8 @@ def hardware(gpus: int, links: int | None = None, nics: int = 1) -> Hardware:
     gb_s = None if links is None else links * 25.0 * 2  # 25 GB/s each way: NVLink 3 and 4
     return Hardware(
         gpu=GpuSpec(model="from the header", count=gpus, nvlink_generation=4 if links else None,
-                    nvlinks_per_gpu=links, nvlink_gb_s_per_gpu=gb_s, nvswitch=bool(links),
+                    nvlinks_per_gpu=links, nvlink_gb_s_per_gpu=gb_s,
+                    nvlink_topology={"kind": "nvswitch", "basis": SRC} if links else None,
                     source=SRC),
         nics=[NicSpec(role="compute", count=nics, rate_gbps=200, link_layer="InfiniBand",
                       source=SRC)])

@@ -39,7 +39,8 @@ H100_TWO = Hardware(gpu=GpuSpec(model="NVIDIA H100 80GB HBM3", count=2, memory_m
                                 source="a test: two H100 as in the text fixture"))
 HW = Hardware(
     gpu=GpuSpec(model="NVIDIA H100 80GB HBM3", count=8, nvlink_generation=4,
-                nvlinks_per_gpu=18, nvlink_gb_s_per_gpu=900, nvswitch=True, source=SRC),
+                nvlinks_per_gpu=18, nvlink_gb_s_per_gpu=900, source=SRC,
+                nvlink_topology={"kind": "nvswitch", "basis": SRC}),
     nics=[NicSpec(role="compute", count=8, rate_gbps=400, link_layer="InfiniBand",
                   source=SRC)])
 

@@ -55,8 +55,8 @@ DCB = "".join(f"### rackgate-dcb dev=eth2 what={what} rc=0\n"
 _bond = (FIX / "redundancy" / "bonding-healthy-lacp-and-active-backup.txt").read_text(
     encoding="utf-8")
 BONDING = "\n".join(line for line in _bond.splitlines() if not line.startswith("#")) + "\n"
-# bond1's last judged line is eno2's MII status; its speed, duplex and counters follow
-BONDING_END = BONDING.index("\n", BONDING.index("MII Status", BONDING.index(
+# bond1's last judged line is eno2's Link Failure Count; its HW address and queue ID follow
+BONDING_END = BONDING.index("\n", BONDING.index("Link Failure Count", BONDING.index(
     "Slave Interface: eno2")))
 
 

@@ -114,3 +114,25 @@ def test_skipped_without_gpus_or_fabric() -> None:
     check = REGISTRY["nccl.fabric_all_reduce"]
     assert check.applies(load_profile("demo").model.hardware) is not None
     assert check.applies(HW) is None
+
+
+def test_an_error_column_beyond_nccl_tests_bound_fails_the_fabric_job() -> None:
+    """nccl-tests < 2.13 print the largest deviation ('error') where '#wrong' is now: across
+    nodes it is judged as on one node (checks.nccl.deviations), not left to the summary."""
+    from dataclasses import replace
+
+    run = parse_fabric(body("allreduce-2node-srun-label.txt"))
+    params = NcclFabricParams(judge_min_bytes="1G")
+    assert judge_fabric(run, params, NODE, HW).status.label == "pass"
+    rail = run.rails[0]
+    assert rail.run is not None
+    rows = list(rail.run.rows)
+    last = rows[-1]
+    assert last.out_of_place is not None
+    rows[-1] = replace(last, out_of_place=replace(last.out_of_place, wrong=None, max_error=2e-2))
+    bad = replace(run, rails=(replace(rail, run=replace(rail.run, rows=tuple(rows),
+                                                        error_column="error")),))
+    j = judge_fabric(bad, params, NODE, HW)
+    assert j.status.label == "fail", j.message
+    assert "error column above nccl-tests' bound" in j.message
+    assert f"{last.size_bytes} B out-of-place" in j.message

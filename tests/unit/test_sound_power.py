@@ -137,7 +137,7 @@ def test_sound_2_redfish_redundancy_group_without_status_is_not_redundancy():
         assert "redundancy group PowerSupplyRedundancy 0 (NPlusM)" in j.message
 
 
-@pytest.mark.parametrize("state", ["StandbySpare", "Qualified", "Enabeld"])
+@pytest.mark.parametrize("state", ["StandbyOffline", "Qualified", "Enabeld"])
 def test_redfish_supply_state_other_than_enabled_never_passes(state):
     """Each documented state other than Enabled is a fail with its reason; an undocumented
     one is an error (the base already failed these; kept so the allow-list stays one)."""

@@ -43,7 +43,8 @@ def hw(count: int = 8, links: int | None = 18, gb_s: float | None = 900, nvswitc
        gen: int | None = 4, nics: int = 8) -> Hardware:
     return Hardware(
         gpu=GpuSpec(model="NVIDIA H100 80GB HBM3", count=count, nvlink_generation=gen,
-                    nvlinks_per_gpu=links, nvlink_gb_s_per_gpu=gb_s, nvswitch=nvswitch,
+                    nvlinks_per_gpu=links, nvlink_gb_s_per_gpu=gb_s,
+                    nvlink_topology={"kind": "nvswitch", "basis": SRC} if nvswitch else None,
                     source=SRC),
         nics=[NicSpec(role="compute", count=nics, rate_gbps=400, link_layer="InfiniBand",
                       source=SRC)] if nics else [])
@@ -76,8 +77,12 @@ def test_applies_skips_without_gpu_or_compute_nics():
     no_gpu = Hardware()
     for c in CHECKS:
         assert c.applies(no_gpu) is not None
-    assert "compute NICs" in (CHECK["topology.gpu_nic_affinity"].applies(hw(nics=0)) or "")
-    assert "nvlinks_per_gpu" in (CHECK["gpu.nvlink"].applies(hw(links=None)) or "")
+    no_fabric = hw(nics=0, links=None, gb_s=None, gen=None, nvswitch=False)
+    assert "compute NICs" in (CHECK["topology.gpu_nic_affinity"].applies(no_fabric) or "")
+    # a profile that states its NVLink topology has it judged, compute NICs or none
+    assert CHECK["topology.gpu_nic_affinity"].applies(hw(nics=0)) is None
+    no_nvlink = hw(links=None, gb_s=None, gen=None, nvswitch=False)
+    assert "nvlinks_per_gpu" in (CHECK["gpu.nvlink"].applies(no_nvlink) or "")
     assert all(c.applies(hw()) is None for c in CHECKS)
 
 
@@ -133,9 +138,11 @@ def test_topo_missing_nvlink_pair_fails_naming_pairs():
     j = affinity("topo-missing-nvlink-pair.txt")
     assert j.status is Status.FAIL
     assert "GPU pairs without NV18: GPU0-GPU6 NV17, GPU2-GPU5 SYS" in j.message
-    # without NVSwitch only NVLink presence is required
-    j = affinity("topo-missing-nvlink-pair.txt", hw(nvswitch=False))
-    assert "without NV#: GPU2-GPU5 SYS" in j.message and "NV17" not in j.message
+    # a profile that states no NVLink topology (nor NVLink figures) does not judge NVLink;
+    # explicit pair lists are judged in test_real_formats_profiles.py
+    j = affinity("topo-missing-nvlink-pair.txt", hw(nvswitch=False, links=None, gb_s=None,
+                                                    gen=None))
+    assert j.status is Status.PASS and "NV" not in j.message
 
 
 def test_topo_missing_gpu_fails_on_count():
@@ -335,3 +342,13 @@ def test_untruncated_fixtures_pass():
                    TOPO) is Status.PASS
     assert _judged(parse_nvlink_status, judge_nvlink, NvLinkParams(), hw(),
                    NVL[:NVL_END]) is Status.PASS
+
+
+def test_nvlink_topology_is_judged_on_a_node_without_compute_nics():
+    """hgx-h200 and aws-g5-48xlarge state no compute NICs: the GPUs' NVLink is still judged
+    against the profile, and the NIC part is left out, saying so."""
+    healthy = affinity("topo-8gpu-8nic-pix-healthy.txt", hw(nics=0))
+    assert healthy.status is Status.PASS, healthy.message
+    assert "no compute NICs" in healthy.message and "NVSwitch" in healthy.message
+    missing = affinity("topo-missing-nvlink-pair.txt", hw(nics=0))
+    assert missing.status is Status.FAIL and "without NV18" in missing.message

@@ -6,6 +6,9 @@ the number, so a report can show both the verdict and the physics behind it.
 Unknown keys are refused, as are checks the registry does not know and metrics a
 check does not judge: a typo must not silently disable a threshold.
 
+The ``hardware:`` blocks (GPUs, their NVLink topology and PCIe link, NICs, power supplies,
+storage) are defined in ``rackgate.hardware`` and re-exported here.
+
 Inventory variables may override parts of a profile per host or group
 (``rackgate_profile_overrides``, deep-merged, then validated again).
 
@@ -30,6 +33,12 @@ from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rackgate.hardware import GpuSpec as GpuSpec  # re-exported: profiles' hardware blocks
+from rackgate.hardware import Hardware as Hardware
+from rackgate.hardware import NicSpec as NicSpec
+from rackgate.hardware import PsuSpec as PsuSpec
+from rackgate.hardware import StorageSpec as StorageSpec
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 COMMON_RACK = PROFILE_DIR / "common" / "rack.yaml"  # rack-level settings every profile gets
@@ -125,68 +134,6 @@ class CheckSpec(Protocol):
 
 
 Catalog = Mapping[str, CheckSpec]
-
-
-_SOURCE = Field(min_length=10, description="public document the figures come from")
-
-
-class GpuSpec(BaseModel):
-    """The GPUs every node must have, as nvidia-smi names them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str = Field(min_length=1, description="nvidia-smi -q 'Product Name'")
-    count: int = Field(ge=1)
-    memory_mib: int | None = Field(default=None, gt=0, description="'FB Memory Usage' Total")
-    nvlink_generation: int | None = Field(default=None, ge=1, le=5)
-    nvlinks_per_gpu: int | None = Field(default=None, ge=0)
-    nvlink_gb_s_per_gpu: float | None = Field(default=None, gt=0,
-                                              description="total NVLink GB/s per GPU, "
-                                                          "both directions")
-    nvswitch: bool = False
-    source: str = _SOURCE
-
-
-class NicSpec(BaseModel):
-    """One class of network ports (compute fabric, storage, management)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    role: Literal["compute", "storage", "management"]
-    count: int = Field(ge=1, description="ports of this class per node")
-    rate_gbps: float = Field(gt=0, description="line rate per port, Gb/s")
-    link_layer: Literal["InfiniBand", "Ethernet"]
-    model: str | None = None
-    source: str = _SOURCE
-
-
-class PsuSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    count: int = Field(ge=1)
-    redundancy: Literal["none", "N+1", "N+2", "N+N"]
-    watts_each: float | None = Field(default=None, gt=0)
-    source: str = _SOURCE
-
-
-class StorageSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    local_nvme_count: int | None = Field(default=None, ge=0)
-    multipath_paths_per_lun: int | None = Field(default=None, ge=1)
-    parallel_fs_mount: str | None = Field(default=None, pattern=r"^/")
-    source: str = _SOURCE
-
-
-class Hardware(BaseModel):
-    """What a node of this profile is: absent parts are not expected (the demo has no GPU)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    gpu: GpuSpec | None = None
-    nics: list[NicSpec] = Field(default_factory=list)
-    psu: PsuSpec | None = None
-    storage: StorageSpec | None = None
 
 
 class ProfileModel(BaseModel):

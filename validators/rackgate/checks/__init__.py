@@ -30,6 +30,7 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
         mpi,
         nccl,
         nccl_fabric,
+        nic_pcie,
         pairwise,
         peers,
         redundancy,
@@ -38,8 +39,8 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
 
     registry: dict[str, Check] = {}
     rack: dict[str, RackCheck] = {}
-    for module in (identity, conformance, gpu, topology, infiniband, redundancy, cooling, fio,
-                   nccl, nccl_fabric, mpi, pairwise, peers, drift):
+    for module in (identity, conformance, gpu, topology, infiniband, nic_pcie, redundancy,
+                   cooling, fio, nccl, nccl_fabric, mpi, pairwise, peers, drift):
         for check in module.CHECKS:
             if check.name in registry or check.name in rack:
                 raise RuntimeError(f"check {check.name} is registered twice")

@@ -5,9 +5,10 @@ Both run ``python3 -m rackgate.programs.redfish`` (the collector: basic auth as
 ``rackgate_bmc_password``, one JSON document of raw resources).
 
 ``redundancy.psu_redfish``: the chassis' supplies (``rackgate_bmc_url``, chassis
-``rackgate_bmc_chassis`` or the ``chassis`` param). Every supply must be Enabled and OK
-(the allow-list ``SUPPLY_STATES`` says why each other DMTF state is not), exactly
-``hardware.psu.count`` of them, and every redundancy group Enabled and OK.
+``rackgate_bmc_chassis`` or the ``chassis`` param), judged by :mod:`.redfish_power`: every
+supply Enabled and OK or a healthy spare within the profile's redundancy (the allow-list
+``SUPPLY_STATES`` says why each other DMTF state is not), exactly ``hardware.psu.count`` of
+them, and every redundancy group Enabled and OK.
 
 ``cooling.cdu``: the rack's coolant distribution unit (``rackgate_cdu_url``, CDU ``cdu``
 param). A leak detector in any state but OK fails the check, whatever else holds; so does
@@ -27,23 +28,22 @@ from typing import Any, Literal
 from pydantic import Field
 
 from rackgate.checks.base import SECRET_FILE, Check, CommandError, Params, Scope, compare
-from rackgate.checks.findings import Finding, message, verdict
-from rackgate.checks.redundancy.psu import INPUT_OVER_RATING, MAX_PSU_INPUT_W
+from rackgate.checks.redfish_power import (
+    HEALTH_STATES,
+    ID_PATTERN,
+    PsuRedfishParams,
+    judge_psu_redfish,
+)
+from rackgate.checks.redfish_power import status_findings as _status_findings
 from rackgate.model import Judgement, Status
 from rackgate.parsers.redfish import (
     CoolingRecord,
-    PowerRecord,
     parse_redfish_cooling,
     parse_redfish_power,
 )
 from rackgate.profile import Hardware, Threshold
 
-_ID = r"^[A-Za-z0-9._-]+$"
-
-
-class PsuRedfishParams(Params):
-    chassis: str = Field(default="1", pattern=_ID, description="Chassis Id (host var wins)")
-    request_timeout_s: int = Field(default=10, ge=1, le=120)
+_ID = ID_PATTERN
 
 
 # Physical plausibility of the CDU's readings (an implausible reading is unusable evidence,
@@ -109,103 +109,6 @@ def psu_command(params: PsuRedfishParams, hostvars: Mapping[str, Any]) -> list[s
 def cdu_command(params: CduParams, hostvars: Mapping[str, Any]) -> list[str]:
     return [*_collector(hostvars), "--base-url", _url(hostvars, "rackgate_cdu_url"),
             "--cdu", params.cdu, "--timeout", str(params.request_timeout_s), "cooling"]
-
-
-# DMTF Resource.State (Resource schema, DSP8010), decided for a power supply that should
-# carry its share of the load. Only Enabled ("capable of operating") shows that; each other
-# documented state says why not. A state the schema does not define is an error.
-SUPPLY_STATES: dict[str, str | None] = {
-    "Enabled": None,
-    "Absent": "absent (no supply in the bay)",
-    "Disabled": "Disabled (unavailable)",
-    "StandbyOffline": "StandbyOffline (awaits an external action to activate: carries no "
-                      "load)",
-    "StandbySpare": "StandbySpare (a spare awaiting failover: carries no load now)",
-    "InTest": "InTest (under test or capturing debug data)",
-    "Starting": "Starting (not yet Enabled)",
-    "UnavailableOffline": "UnavailableOffline (present but cannot be used)",
-    "Deferring": "Deferring (processes no commands)",
-    "Quiesced": "Quiesced (only a restricted set of commands)",
-    "Updating": "Updating (may be unavailable or degraded)",
-    "Qualified": "Qualified (a quality statement, not that the supply operates)",
-    "Degraded": "Degraded",
-}
-# DMTF Resource.Health: OK is the only healthy value; Warning and Critical need attention.
-HEALTH_STATES: dict[str, str | None] = {"OK": None, "Warning": "Warning",
-                                        "Critical": "Critical"}
-def _status_findings(what: str, state: str | None, health: str | None) -> list[Finding]:
-    """Why ``what`` is not Enabled and OK (none: healthy), from the allow-lists above."""
-    if state not in SUPPLY_STATES:
-        shown = "no Status.State" if state is None else f"Status.State {state!r}"
-        return [(Status.ERROR, f"{what} reports {shown}, not a Redfish Resource.State: its "
-                               "health cannot be shown")]
-    why = SUPPLY_STATES[state]
-    if why is not None:
-        return [(Status.FAIL, f"{what} is {why}" + (f", health {health}" if health else ""))]
-    if health not in HEALTH_STATES:
-        shown = "no Status.Health" if health is None else f"Status.Health {health!r}"
-        return [(Status.ERROR, f"{what} is Enabled but reports {shown}, not OK, Warning or "
-                               "Critical: its health cannot be shown")]
-    bad = HEALTH_STATES[health]
-    return [(Status.FAIL, f"{what} is Enabled, health {bad}")] if bad else []
-
-
-def judge_psu_redfish(rec: PowerRecord, params: PsuRedfishParams,
-                      thresholds: Mapping[str, Threshold], hardware: Hardware | None = None,
-                      ) -> Judgement:
-    """Exactly ``hardware.psu.count`` supplies (one the profile does not count is foreign
-    hardware, a failure like a missing one), every one listed Enabled and OK; every
-    redundancy group Enabled and OK. Absent bays, other states and
-    other health values are findings; values outside the DMTF enumerations are errors; a
-    supply listed twice is refused by the parser."""
-    if hardware is None or hardware.psu is None:
-        return Judgement(Status.SKIP, "the profile expects no power supplies")
-    want, mode = hardware.psu.count, hardware.psu.redundancy
-    findings: list[Finding] = []
-    good = failed = 0
-    # the same physical bound as redundancy.psu_ipmi's (its basis is given there)
-    max_w = MAX_PSU_INPUT_W if hardware.psu.watts_each is None \
-        else hardware.psu.watts_each * INPUT_OVER_RATING
-    for s in rec.supplies:
-        f = _status_findings(f"{s.name} ({s.id})" if s.state == "Absent" else s.name,
-                             s.state, s.health)
-        findings += f
-        good += not f
-        failed += any(st is Status.FAIL for st, _ in f)
-        for field, w in (("input", s.input_watts), ("output", s.output_watts)):
-            if w is not None and not 0 <= w <= max_w:
-                findings.append((Status.ERROR, f"{s.name}: {field} power {w:g} W is outside "
-                                               f"0 to {max_w:g} W: implausible evidence"))
-    for g in rec.redundancy:
-        for st, text in _status_findings(f"redundancy group {g.name} ({g.mode or 'mode?'})",
-                                         g.state, g.health):
-            lost = f"redundancy lost: {text}" if st is Status.FAIL else text
-            findings.append((Status.WARN if mode == "none" else st, lost))
-    expected = f"{want} present and healthy ({mode})"
-    details: dict[str, float | str] = {"source": rec.source, "supplies": len(rec.supplies)}
-    watts = [s.input_watts for s in rec.supplies if s.input_watts is not None]
-    if watts:
-        details["input_watts"] = round(sum(watts), 1)
-    if not rec.supplies and not any(st is Status.FAIL for st, _ in findings):
-        return Judgement(Status.ERROR, f"the BMC reported no power supply ({rec.source})",
-                         expected=expected, details=details)
-    if len(rec.supplies) != want:
-        findings.insert(0, (Status.FAIL, f"the BMC lists {len(rec.supplies)} supplies, the "
-                                         f"profile expects {want}"))
-    elif good < want and failed:  # a shortfall of unknown states alone stays an error
-        findings.insert(0, (Status.FAIL, f"{good} of {want} supplies present and healthy"))
-    status = verdict(findings)
-    if status > Status.WARN:
-        return Judgement(status, message(findings), good, "PSUs", expected,
-                         details=details, better="higher")
-    if mode != "none" and not rec.redundancy:
-        findings.append((Status.WARN, f"{good} supplies healthy, but the BMC reports no "
-                                      f"redundancy group: {mode} cannot be confirmed"))
-    if findings:
-        return Judgement(Status.WARN, "; ".join(m for _, m in findings), good, "PSUs",
-                         expected, details=details, better="higher")
-    return Judgement(Status.PASS, f"{good} of {want} supplies present and healthy, redundancy "
-                     "intact", good, "PSUs", expected, details=details, better="higher")
 
 
 _METRICS = {  # metric -> (connector attribute, worst-case aggregate, wording)

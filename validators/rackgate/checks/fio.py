@@ -27,7 +27,7 @@ from pydantic import Field, model_validator
 
 from rackgate.checks.base import Check, CommandError, HostNeeds, Params, Scope, compare
 from rackgate.model import Judgement, Status
-from rackgate.parsers.fio import FioDirection, FioRun, parse_fio_json
+from rackgate.parsers.fio import FioDirection, FioJob, FioRun, parse_fio_json
 from rackgate.profile import Hardware, Threshold
 
 DEFAULT_SCRATCH = "/var/tmp/rackgate"
@@ -222,6 +222,28 @@ judge_seq_write = _judge_bw("write", "write_bw", "sequential write")
 judge_checkpoint = _judge_bw("write", "write_bw", "checkpoint write (with fsync)")
 
 
+_ON, _OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")  # fio's bool options
+
+
+def _no_p99(job: FioJob, dirs: list[FioDirection]) -> str:
+    """Why fio printed no p99 (fio HOWTO and options.c: gtod_reduce=1 turns on disable_clat
+    and off clat_percentiles; stat.c prints percentiles only with samples)."""
+    for name, values, what in (
+            ("gtod_reduce", _ON, "fio then measures no completion latency and prints no "
+                                 "percentiles"),
+            ("disable_clat", _ON, "fio then measures no completion latency"),
+            ("clat_percentiles", _OFF, "fio then prints no completion latency percentiles")):
+        value = job.option(name)
+        if value is not None and value.lower() in values:
+            return f"the job ran with {name}={value}: {what} (run it without)"
+    if any(d.clat_percentiles for d in dirs):
+        return f"its percentile_list ({job.option('percentile_list')}) has no 99"
+    if any(d.clat_samples == 0 for d in dirs):
+        return ("clat_ns.N is 0: no completion latency was sampled, as with gtod_reduce=1 or "
+                "disable_clat=1 (set where the job options do not show it?)")
+    return "clat_ns has no percentile object: clat_percentiles was off"
+
+
 def judge_rand_read(run: FioRun, params: FioParams, thresholds: Mapping[str, Threshold],
                     hardware: Hardware | None = None) -> Judgement:
     dirs, err = _direction(run, "read")
@@ -232,8 +254,8 @@ def judge_rand_read(run: FioRun, params: FioParams, thresholds: Mapping[str, Thr
     p99 = details.get("clat_p99_ms")
     if not isinstance(p99, float):
         return Judgement(Status.ERROR, "fio reported no 99th-percentile completion latency "
-                                       "(clat_ns.percentile): cannot judge read_p99_ms",
-                         details=details)
+                                       f"(clat_ns.percentile): {_no_p99(run.jobs[0], dirs)}: "
+                                       "cannot judge read_p99_ms", details=details)
     js.append(compare(p99, thresholds["read_p99_ms"], "p99 completion latency"))
     return _worst(js, details)
 

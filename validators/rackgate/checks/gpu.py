@@ -4,13 +4,21 @@ Judged against the profile's ``hardware.gpu``: count and product name exact, FB 
 when the profile gives it. Then, per GPU: uncorrectable ECC errors (volatile or aggregate),
 row remapping pending or failed and page retirement pending (NVIDIA "GPU Memory Error
 Management": a pending remap or retirement needs a GPU reset; a remapping failure means
-the board should be replaced), GPU reset required, PCIe link width below its maximum (a
-down-trained link), persistence mode, ECC mode, clock event (throttle) reasons that are
-not benign, and a power limit set below the default. PCIe *generation* below the maximum
-is only a warning by default: GPUs lower the link speed when idle to save power, so
-nvidia-smi's PCIe "Current" generation reads below "Max" on a healthy idle GPU
-(nvidia-smi(1), "PCIe Generation"; NVML ``nvmlDeviceGetCurrPcieLinkGeneration``); set
-``require_max_gen`` when the check runs under load. Link width does not drop that way.
+the board should be replaced), GPU reset required, the PCIe link, persistence mode, ECC
+mode, clock event (throttle) reasons that are not benign, and a power limit set below the
+default.
+
+PCIe: where the profile states the link (``hardware.gpu.pcie``, with its basis), the
+current width must equal the profile's width: fewer lanes is a down-trained link, more is
+not the slot the profile describes (a card in an x8 slot is healthy at x8 although its own
+maximum is x16). Without a profile width, the current width must equal nvidia-smi's "Max".
+A current *generation* below the profile's (or, without one, below "Max") is only a
+warning by default: GPUs lower the link speed when idle to save power, so nvidia-smi's
+PCIe "Current" generation reads below "Max" on a healthy idle GPU (nvidia-smi(1), "PCIe
+Generation"; NVML ``nvmlDeviceGetCurrPcieLinkGeneration``); set ``require_max_gen`` when
+the check runs under load. Link width does not drop that way. A "Max" generation below the
+profile's (the most the GPU and slot together can train to) fails at any load, as does a
+current generation above it. A profile figure with no such field in the output is an error.
 
 Benign clock event reasons (NVML ``nvmlClocksEventReasons``, formerly
 ``nvmlClocksThrottleReasons``, in nvml.h): GpuIdle (nothing runs), ApplicationsClocksSetting
@@ -39,6 +47,8 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from rackgate.checks.base import Check, Params, Scope
+from rackgate.checks.pcie import link_findings
+from rackgate.hardware import PcieLink
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nvidia_smi import REASONS, Gpu, GpuQuery, parse_nvidia_smi_xml
 from rackgate.profile import Hardware, Threshold
@@ -72,6 +82,28 @@ def gpu_applies(hardware: Hardware) -> str | None:
     return "the profile expects no GPU" if hardware.gpu is None else None
 
 
+def _pcie_findings(g: Gpu, p: GpuHealthParams, want: PcieLink | None
+                   ) -> list[tuple[Status, str]]:
+    """The link against the profile's width and generation where it states them
+    (checks.pcie), else against the device's own maximum (nvidia-smi "Max")."""
+    idle = "" if p.require_max_gen else " (may be idle power saving)"
+    slow = Status.FAIL if p.require_max_gen else Status.WARN
+    if want is not None:
+        out = link_findings(g.pcie_width_current, g.pcie_gen_current, g.pcie_gen_max,
+                            want, slow, idle)
+    else:
+        out = []
+    cur, top = g.pcie_width_current, g.pcie_width_max
+    if (want is None or want.width is None) and cur is not None and top is not None \
+            and cur < top:
+        out.append((Status.FAIL, f"PCIe link x{cur}, max x{top} (down-trained link)"))
+    cur, top = g.pcie_gen_current, g.pcie_gen_max
+    if (want is None or want.generation is None) and cur is not None and top is not None \
+            and cur < top:
+        out.append((slow, f"PCIe gen {cur}, max gen {top}{idle}"))
+    return out
+
+
 def _gpu_findings(g: Gpu, p: GpuHealthParams, hw: Hardware) -> list[tuple[Status, str]]:
     out: list[tuple[Status, str]] = []
     spec = hw.gpu
@@ -98,15 +130,7 @@ def _gpu_findings(g: Gpu, p: GpuHealthParams, hw: Hardware) -> list[tuple[Status
         out.append((Status.FAIL, "GPU reset required"))
     elif g.drain_and_reset_recommended:
         out.append((Status.WARN, "drain and reset recommended"))
-    if g.pcie_width_current is not None and g.pcie_width_max is not None \
-            and g.pcie_width_current < g.pcie_width_max:
-        out.append((Status.FAIL, f"PCIe link x{g.pcie_width_current}, max "
-                                 f"x{g.pcie_width_max} (down-trained link)"))
-    if g.pcie_gen_current is not None and g.pcie_gen_max is not None \
-            and g.pcie_gen_current < g.pcie_gen_max:
-        out.append((Status.FAIL if p.require_max_gen else Status.WARN,
-                    f"PCIe gen {g.pcie_gen_current}, max gen {g.pcie_gen_max}"
-                    + ("" if p.require_max_gen else " (may be idle power saving)")))
+    out += _pcie_findings(g, p, spec.pcie if spec is not None else None)
     if g.persistence_mode_enabled is False:
         out.append((Status.FAIL if p.require_persistence else Status.WARN,
                     "persistence mode Disabled"))

@@ -21,12 +21,14 @@ than ``checks.LIMIT_TOLERANCE`` is implausible evidence (an error), even where t
 would hide it.
 
 The figure is compared with the profile's ``busbw`` threshold, whose ref is the physical
-per-GPU, per-direction NVLink bandwidth (``limit: true``, so the report shows % of it).
-Any ``#wrong`` > 0 (either side) and any ``Out of bounds values`` > 0 fail, naming size and
-count; a 1-rank run (busbw 0 by definition), a missing summary (the run did not finish) or
-a missing threshold are errors; in-place busbw that disagrees with out-of-place by more
-than ``inplace_tolerance`` is noted in details. The result's ``better="higher"`` lets
-``rackgate.peers`` turn a node that passes but lags its peers into ``warn``.
+per-GPU, per-direction NVLink bandwidth (``limit: true``, so the report shows % of it). Any
+``#wrong`` > 0 (either side) and any ``Out of bounds values`` > 0 fail, naming size and
+count, and so does an ``error`` column (< 2.13: largest deviation) above nccl-tests' own
+bound for the row's type (``deviation_bound``; unknown type: error); a 1-rank run (busbw 0 by
+definition), a missing summary (the run did not finish) or a missing threshold are errors;
+in-place busbw that disagrees with out-of-place by more than ``inplace_tolerance`` is noted
+in details. The result's ``better="higher"`` lets ``rackgate.peers`` turn a node that passes
+but lags its peers into ``warn``.
 
 **Per-rail mode** is refused at node scope (``per_rail: true`` is a profile error): on one
 node GPUs talk over NVLink/NVSwitch, never through the compute NICs, so there is no rail to
@@ -53,6 +55,7 @@ from rackgate.checks.base import Check, CommandError, Params, Scope, compare, im
 from rackgate.collect.launch import PATH_NAME, plain
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nccl_tests import NcclRow, NcclTestsRun, parse_nccl_tests
+from rackgate.parsers.nccl_tests_record import deviation_bound
 from rackgate.profile import Hardware, Threshold
 
 # roles/nccl/defaults/main.yml: nccl_tests_prefix, nccl_tests_version (binaries in build/)
@@ -264,8 +267,32 @@ def _total_ranks(run: NcclTestsRun) -> int | None:
     return None
 
 
-def _findings(run: NcclTestsRun, p: NcclParams, hw: Hardware) -> list[tuple[Status, str]]:
+def deviations(run: NcclTestsRun) -> list[tuple[Status, str]]:
+    """The ``error`` column (one digit, ``%5.0le``) against nccl-tests' bound: above it even at
+    the least number printing so (2e-05: 1.5e-05); nearer is for its Out of bounds count."""
+    ranks, bad, unknown, why = _total_ranks(run), [], [], ""
+    for r, side, e in ((row, s, m.max_error) for row in run.rows for s, m in
+                       (("out-of-place", row.out_of_place), ("in-place", row.in_place))
+                       if m is not None and m.max_error is not None and m.max_error > 0):
+        bound = deviation_bound(r.type, ranks) if ranks else None  # e < 0: 1.x, not checked
+        if bound is None:
+            unknown.append(f"{e:g} at {r.size_bytes} B {side} ({r.type})")
+        elif e - 0.5 * 10 ** math.floor(math.log10(e)) > bound:
+            bad.append(f"largest deviation {e:g} at {r.size_bytes} B {side}")
+            why = f"{bound:g} for {r.type} on {ranks} ranks, DeltaMaxValue x (ranks - 1)"
     out: list[tuple[Status, str]] = []
+    if bad:
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        out.append((Status.FAIL, f"error column above nccl-tests' bound ({why}) at {len(bad)} "
+                                 f"result(s): {', '.join(bad[:5])}{more}: wrong data"))
+    if unknown:
+        out.append((Status.ERROR, f"error column: no known bound for the type or rank count "
+                                  f"(ranks: {ranks or 'unknown'}): {', '.join(unknown[:5])}"))
+    return out
+
+
+def _findings(run: NcclTestsRun, p: NcclParams, hw: Hardware) -> list[tuple[Status, str]]:
+    out = deviations(run)
     wrong = [(r, side, m.wrong) for r in run.rows
              for side, m in (("out-of-place", r.out_of_place), ("in-place", r.in_place))
              if m is not None and m.wrong]
@@ -368,6 +395,6 @@ CHECKS = (
     _check("sendrecv", "pipeline-parallel point-to-point"),
 )
 
-__all__ = ["CHECKS", "NcclParams", "Plateau", "all_reduce_command", "binary_dir", "judge_nccl",
-           "large_message_busbw", "nccl_applies", "plateau", "rail_split_env", "size_bytes",
-           "sweep_sizes"]
+__all__ = ["CHECKS", "NcclParams", "Plateau", "all_reduce_command", "binary_dir", "deviations",
+           "judge_nccl", "large_message_busbw", "nccl_applies", "plateau", "rail_split_env",
+           "size_bytes", "sweep_sizes"]

@@ -5,7 +5,8 @@ training job uses it.
   ``--ntasks-per-node`` = the node's GPUs) across every node under test, one ``srun`` job
   from the launch host, NCCL settings from the profile in the job's environment. Judged
   like the node check (median out-of-place busbw over the sizes >= ``judge_min_bytes``,
-  any ``#wrong`` fails) against the profile's fabric threshold.
+  any ``#wrong`` or an ``error`` column above nccl-tests' bound fails) against the
+  profile's fabric threshold.
 - **Per-rail mode** (``per_rail: true``, with ``rail_hcas``: the compute HCA of GPU 0, 1, ...):
   one job per rail, one after the other, each with one rank per node on GPU i
   (``CUDA_VISIBLE_DEVICES=i``) and only its rail's HCA (``NCCL_IB_HCA==<hca>``). Every rank
@@ -40,7 +41,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from rackgate.checks.base import Check, CommandError, HostNeeds, Scope, compare
-from rackgate.checks.nccl import NcclParams, binary_dir, plateau, size_bytes
+from rackgate.checks.nccl import NcclParams, binary_dir, deviations, plateau, size_bytes
 from rackgate.collect.launch import (
     HCA_PORT,
     PARTITION,
@@ -311,6 +312,7 @@ def judge_fabric(run: FabricRun, p: NcclFabricParams, thresholds: Mapping[str, T
         if wrong or r.out_of_bounds:
             findings.append((Status.FAIL, f"{name}: #wrong > 0 at {len(wrong)} size(s) "
                                           f"(data corrupted between nodes)"))
+        findings += [(s, f"{name}: {t}") for s, t in deviations(r)]  # the < 2.13 error column
         if not r.complete and p.require_summary:
             findings.append((Status.ERROR, f"{name}: the output ends before the summary"))
         judged = plateau(r, p, threshold)

@@ -3,8 +3,12 @@
 ``topology.gpu_nic_affinity`` reads ``nvidia-smi topo -m``: every GPU needs a compute NIC
 behind the same PCIe switch (PIX or PXB); a NIC reached through the host bridge (PHB, NODE)
 is a warning and one across the socket link (SYS) a failure, because GPUDirect RDMA
-traffic then crosses the CPU. It also checks the GPU count and, on NVLink systems, that
-every GPU pair is joined by NVLink (``NV#``; with NVSwitch, by all the GPU's links).
+traffic then crosses the CPU. It also checks the GPU count and the GPU/GPU cells against
+the profile's ``nvlink_topology`` (``rackgate.hardware``), pair by pair: with ``kind:
+nvswitch`` every pair shows ``NV<nvlinks_per_gpu>``; with ``kind: pairs`` (a hybrid
+cube-mesh, a bridged pair) each listed pair shows exactly its ``NV#`` and no other pair
+shows NVLink; with ``kind: none`` no pair does. An NV# pair the profile does not list is
+foreign: the profile does not describe that node. Without a topology, NVLink is not judged.
 
 ``gpu.nvlink`` reads ``nvidia-smi nvlink -s``: every GPU must have ``nvlinks_per_gpu``
 active links, each at least at the nominal per-link rate in one direction:
@@ -17,12 +21,17 @@ the link's signalling rate, which is at or above that figure: 25 GB/s on A100 NV
 (4 lanes x 50 Gb/s / 8) and 26.562 GB/s on H100 NVLink 4 (2 lanes x 106.25 Gb/s / 8),
 so a link trained down to fewer lanes or a lower rate falls below it.
 
-``gpu.dcgm_diag`` runs ``dcgmi diag -r <level> -j``: any Fail fails the node, any Warn
-warns, and a run in which nothing passed (all skipped) is an error: no evidence of health.
+A GPU for which nvidia-smi prints NVML's "all links are inActive" instead of its link
+lines fails as having no active NVLink.
+
+``gpu.dcgm_diag`` runs ``dcgmi diag -r <level> -j`` (the text table of DCGM 3.x and 4.x is
+read too): any Fail fails the node, naming the test and GPU, any Warn warns, a Skip is no
+pass, and a run in which nothing passed (all skipped) is an error: no evidence of health.
 
 >>> from rackgate.profile import GpuSpec
 >>> hw = Hardware(gpu=GpuSpec(model="H100", count=8, nvlinks_per_gpu=18,
-...               nvlink_gb_s_per_gpu=900, source="a public document"))
+...               nvlink_gb_s_per_gpu=900, source="a public document",
+...               nvlink_topology={"kind": "nvswitch", "basis": "an NVSwitch baseboard"}))
 >>> nominal_link_gb_s(hw)
 25.0
 >>> dcgm_command(DcgmDiagParams(level=3), {})
@@ -37,6 +46,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from rackgate.checks.base import Check, HostNeeds, Params, Scope
+from rackgate.checks.nvlink_topology import nvlink_topology_findings
 from rackgate.model import Judgement, Status
 from rackgate.parsers.dcgm import DcgmDiag, parse_dcgm_diag
 from rackgate.parsers.nvlink import NvLinkStatus, parse_nvlink_status
@@ -73,8 +83,8 @@ class AffinityParams(Params):
 def affinity_applies(hw: Hardware) -> str | None:
     if hw.gpu is None:
         return "the profile has no GPU"
-    if not any(n.role == "compute" for n in hw.nics):
-        return "the profile has no compute NICs"
+    if not any(n.role == "compute" for n in hw.nics) and hw.gpu.nvlink_topology is None:
+        return "the profile has no compute NICs and states no NVLink topology"
     return None
 
 
@@ -89,6 +99,9 @@ def judge_affinity(m: TopoMatrix, params: AffinityParams, thresholds: Mapping[st
         findings.append((Status.FAIL, f"the matrix shows GPUs {', '.join(gpus)}, expected "
                                       f"GPU0 to GPU{hw.gpu.count - 1}"))
     nics = [d.label for d in m.nics]
+    expected_nics = sum(n.count for n in hw.nics if n.role == "compute")
+    if not expected_nics and not params.compute_nics:
+        nics = []  # no compute fabric: only the GPUs and their NVLink are judged
     if params.compute_nics:
         by_name = {m.nic_name(n): n for n in nics} | {n: n for n in nics}
         absent = [n for n in params.compute_nics if n not in by_name]
@@ -96,7 +109,6 @@ def judge_affinity(m: TopoMatrix, params: AffinityParams, thresholds: Mapping[st
             findings.append((Status.FAIL, f"compute NICs {', '.join(absent)} are not in the "
                                           f"matrix (it shows {len(nics)} NICs)"))
         nics = [by_name[n] for n in params.compute_nics if n in by_name]
-    expected_nics = sum(n.count for n in hw.nics if n.role == "compute")
     if len(nics) < expected_nics:
         findings.append((Status.FAIL, f"the matrix shows {len(nics)} compute NICs, the "
                                       f"profile expects {expected_nics}"))
@@ -115,19 +127,14 @@ def judge_affinity(m: TopoMatrix, params: AffinityParams, thresholds: Mapping[st
         else:
             findings.append((status, f"{g}'s nearest compute NIC {m.nic_name(nic)} ({nic}) is "
                                      f"at {link}, {_WHY.get(link, 'not over PCIe')}"))
-    spec = hw.gpu
-    if spec is not None and (spec.nvswitch or spec.nvlink_generation):
-        full = spec.nvlinks_per_gpu if spec.nvswitch else None
-        weak = [f"{a}-{b} {m.link(a, b)}" for i, a in enumerate(gpus) for b in gpus[i + 1:]
-                if m.link(a, b).kind != "NV" or (full and m.link(a, b).nvlinks < full)]
-        if weak:
-            want = f"NV{full}" if full else "NV#"
-            findings.append((Status.FAIL, f"GPU pairs without {want}: {', '.join(weak)}"))
-    status, message = _verdict(findings, f"all {len(gpus)} GPUs have a compute NIC at PIX "
-                                         "or PXB" + (" and NVLink to every other GPU"
-                                                     if spec and (spec.nvswitch or
-                                                                  spec.nvlink_generation)
-                                                     else ""))
+    nv_ok = ""
+    if hw.gpu is not None:
+        nv_findings, nv_ok = nvlink_topology_findings(m, gpus, hw.gpu)
+        findings += nv_findings
+    ok = (f"all {len(gpus)} GPUs have a compute NIC at PIX or PXB{nv_ok}" if expected_nics
+          or params.compute_nics else f"all {len(gpus)} GPUs{nv_ok} (the profile has no "
+                                      "compute NICs)")
+    status, message = _verdict(findings, ok)
     return Judgement(status, message, float(good), "GPUs",
                      f"{len(gpus)} GPUs with a compute NIC at PIX or PXB", None,
                      {**near, "nics_in_matrix": len(m.nics)}, "higher")
@@ -176,6 +183,10 @@ def judge_nvlink(s: NvLinkStatus, params: NvLinkParams, thresholds: Mapping[str,
                                       f"expects {hw.gpu.count}"))
     active_total = 0
     for g in s.gpus:
+        if g.all_links_inactive:  # nvidia-smi prints NVML's message instead of link lines
+            findings.append((Status.FAIL, f"GPU {g.index}: no active NVLink (all links "
+                                          "inactive)"))
+            continue
         active = [lk for lk in g.links if lk.active]
         active_total += len(active)
         inactive = [lk.index for lk in g.links if not lk.active]

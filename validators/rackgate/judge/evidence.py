@@ -21,7 +21,7 @@ from rackgate.checks.base import Check
 from rackgate.collect.launch import LOCK_BUSY_RC
 from rackgate.collect.task import check_argv
 from rackgate.model import Result, Status, describe, last_words
-from rackgate.parsers import ParseError
+from rackgate.parsers import LaunchError, ParseError
 from rackgate.parsers.launch_failure import find_culprits
 from rackgate.profile import Profile
 from rackgate.store.evidence import Evidence
@@ -137,6 +137,8 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
     hardware = profile.model.hardware
     try:
         record = check.parse(stdout)
+    except LaunchError as exc:
+        return error(f"launch error in {where}: {exc}")
     except ParseError as exc:
         return error(f"unparseable evidence {where}: {exc}")
     except Exception as exc:  # one bad input must not stop the other nodes

@@ -14,6 +14,12 @@ class ParseError(ValueError):
     """
 
 
+class LaunchError(ParseError):
+    """The tool's output holds its launcher's fatal message (srun, mpirun): the job did not
+    run as launched, so the output is no measurement. Reported as a launch error quoting the
+    launcher, not as a damaged format (``parsers.launcher_text``)."""
+
+
 def key_value_lines(text: str, probe: str) -> list[tuple[str, str]]:
     """The ``key=value`` lines of one of rackgate's own probes (CRLF tolerated, blank lines
     skipped, values stripped); ParseError naming the probe and line for anything else.

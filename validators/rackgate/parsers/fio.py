@@ -3,9 +3,14 @@
 Format: fio(1), section "JSON OUTPUT" and fio's ``stat.c`` (``show_thread_status_json``).
 The top level holds ``fio version`` and ``jobs``; each job has ``jobname``, ``error`` and
 one object per direction (``read``, ``write``, ``trim``) with ``io_bytes``, ``bw_bytes``
-(bytes/s), ``iops``, ``runtime`` (ms) and ``clat_ns.percentile`` (keys like
-``"99.000000"``, values in ns). Older fio reports ``bw`` in KiB/s only (2.x, and 3.1 in
-the corpus) and, before 3.0, ``clat`` in usec.
+(bytes/s), ``iops``, ``runtime`` (ms) and ``clat_ns`` (``min``, ``max``, ``mean``, ``N``
+samples, in ns) with its ``percentile`` object (keys like ``"99.000000"``). Older fio
+reports ``bw`` in KiB/s only (2.x, and 3.1 in the corpus) and, before 3.0, ``clat`` in usec.
+``percentile`` is printed only when ``clat_percentiles`` is on (the default) and samples
+were taken (``stat.c``, ``add_ddir_lat_json``): ``gtod_reduce=1`` turns on
+``disable_clat`` and turns off ``clat_percentiles`` (``options.c``, fio HOWTO), which
+leaves ``clat_ns`` all 0 with ``N`` 0. The options a job ran with are its ``job options``
+over the top level's ``global options`` (strings, as given; a repeated one: the last).
 
 Real output is often preceded by text on the same stream (fio's own notes or warnings,
 an ``srun`` prefix): everything before the first line that starts with ``{`` is ignored.
@@ -40,6 +45,8 @@ class FioDirection:
     iops: float
     runtime_ms: int
     clat_p99_ns: float | None  # None when fio reported no percentiles
+    clat_samples: int | None = None  # clat_ns.N; None when fio printed none (fio < 3)
+    clat_percentiles: bool = False  # clat_ns had a "percentile" object (99 in it or not)
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,11 @@ class FioJob:
     read: FioDirection | None
     write: FioDirection | None
     trim: FioDirection | None
+    options: tuple[tuple[str, str], ...] = ()  # global options, then the job's own
+
+    def option(self, name: str) -> str | None:
+        """The value the job ran with (its own over the global one), None when not given."""
+        return next((v for k, v in reversed(self.options) if k == name), None)
 
 
 @dataclass(frozen=True)
@@ -80,24 +92,30 @@ def _count(obj: dict[str, Any], key: str, where: str) -> int:
     return int(value)
 
 
-def _p99_ns(direction: dict[str, Any], where: str) -> float | None:
+def _clat(direction: dict[str, Any], where: str) -> tuple[float | None, int | None, bool]:
+    """(p99 in ns, clat samples, whether a percentile object was printed)."""
     w = f"fio JSON: {where}"
     clat = field(direction, "clat_ns", w)
     scale, name = 1.0, "clat_ns"
     if not isinstance(clat, dict):
         clat, scale, name = field(direction, "clat", w), 1000.0, "clat"  # fio < 3.0: usec
     if not isinstance(clat, dict):
-        return None
+        return None, None, False
+    samples = _count(clat, "N", f"{where}.{name}") if "N" in clat else None
     percentiles = field(clat, "percentile", f"{w}.{name}")
     if not isinstance(percentiles, dict):
-        return None
+        return None, samples, False
+    return _p99_ns(percentiles, scale, f"{where}.{name}"), samples, True
+
+
+def _p99_ns(percentiles: dict[str, Any], scale: float, where: str) -> float | None:
     for key in percentiles:
         try:
             at_99 = abs(float(key) - 99.0) < 1e-9
         except ValueError:
             continue
         if at_99:
-            w = f"fio JSON: {where}.{name}.percentile"
+            w = f"fio JSON: {where}.percentile"
             return finite(field(percentiles, key, w), f"{w}[{key!r}]") * scale
     return None
 
@@ -109,6 +127,7 @@ def _direction(job: dict[str, Any], name: str, where: str) -> FioDirection | Non
     if not isinstance(d, dict):
         raise ParseError(f"fio JSON: {where}.{name} is not an object")
     w = f"{where}.{name}"
+    p99, samples, printed = _clat(d, w)
     for key in ("io_bytes", "bw_bytes", "bw", "iops", "runtime", "clat_ns", "clat"):
         field(d, key, f"fio JSON: {w}")  # a repeated key is refused even where unread
     # "bw_bytes" (bytes/s) appeared in fio 3.x; fio 2.x and early 3.x (3.1 in the corpus)
@@ -119,7 +138,7 @@ def _direction(job: dict[str, Any], name: str, where: str) -> FioDirection | Non
         else _count(d, "bw", w) * 1024,
         iops=_number(d, "iops", w),
         runtime_ms=_count(d, "runtime", w),
-        clat_p99_ns=_p99_ns(d, w),
+        clat_p99_ns=p99, clat_samples=samples, clat_percentiles=printed,
     )
 
 
@@ -133,6 +152,17 @@ def _errno(job: dict[str, Any], where: str) -> int:
     return value
 
 
+def _options(obj: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
+    """``obj[key]``'s options as (name, value) strings; fio repeats an option given twice,
+    and the decoder keeps the last, the one fio ran with."""
+    options = field(obj, key, f"fio JSON: {where}")
+    if options is None:
+        return ()
+    if not isinstance(options, dict):
+        raise ParseError(f"fio JSON: {where}.{key!r} is not an object")
+    return tuple((str(k), str(v)) for k, v in options.items())
+
+
 def parse_fio_json(text: str) -> FioRun:
     """Parse fio's JSON output into a FioRun; raise ParseError on anything else."""
     if not text.strip():
@@ -144,6 +174,7 @@ def parse_fio_json(text: str) -> FioRun:
     if not isinstance(jobs, list) or not jobs:
         raise ParseError("fio JSON: 'jobs' is missing or empty")
     version = str(field(doc, "fio version", "fio JSON: the top level") or "unknown")
+    global_options = _options(doc, "global options", "the top level")
     parsed = []
     for i, job in enumerate(jobs):
         if not isinstance(job, dict):
@@ -154,5 +185,6 @@ def parse_fio_json(text: str) -> FioRun:
             name=str(field(job, "jobname", f"fio JSON: {where}") or f"job{i}"),
             error=_errno(job, where),
             read=directions["read"], write=directions["write"], trim=directions["trim"],
+            options=global_options + _options(job, "job options", where),
         ))
     return FioRun(version=version, jobs=tuple(parsed))

@@ -1,7 +1,7 @@
-"""Parser for ipmitool's sensor listings, and the power-supply sensors among them.
+"""Parser for IPMI sensor listings, and the power-supply sensors among them.
 
-Formats (ipmitool(1), commands ``sdr``, ``sdr elist``, ``sdr type``, ``sdr -v``; IPMI v2.0
-spec tables 42-2/42-3 for the discrete state offsets), all accepted in one text:
+Formats, any mix of them in one text (IPMI v2.0 tables 42-2/42-3 for the discrete state
+offsets, :mod:`~rackgate.parsers.ipmi_states`):
 
 * 3 columns, ``ipmitool sdr``: ``name | reading | status``. For a discrete sensor the
   reading is ``0xNN``: Get Sensor Reading's byte 2, which some BMCs fill with the state
@@ -10,20 +10,28 @@ spec tables 42-2/42-3 for the discrete state offsets), all accepted in one text:
   judge therefore takes no health from it); for an analog one ``928 Watts``.
 * 5 columns, ``ipmitool sdr elist`` / ``sdr type "Power Supply"``:
   ``name | 02h | ok | 10.2 | Presence detected, Failure detected``: sensor number, status,
-  entity ID, then the asserted states as text, joined with ", " (an analog value such as
-  ``400 Watts`` may lead the list; "AC out-of-range, but present" is one state: a part
-  that starts lower-case continues the one before).
+  entity ID, then the asserted states as text, joined with ", " ("AC out-of-range, but
+  present" is one state: a part that starts lower-case continues the one before). A
+  discrete sensor with an analog value (HP's Power Supply sensors) leads the list with it:
+  ``Power Supply 2 | 07h | ok | 10.2 | 0 Watts, Presence detected, Failure detected``.
 * ``-c`` CSV: ``name,02h,ok,10.2,states`` and, for analog sensors, ``name,928,Watts,ucr``.
 * Verbose blocks (``sdr -v``, ``sensor get``): ``Sensor ID : PSU2 Status (0x2)`` and the
   ``States Asserted`` list of ``[state]`` lines; a block adds its states to the listing
   line of the same sensor.
+* 10 columns, ``ipmitool sensor`` and ``ipmitool -c sensor``: a discrete sensor's state
+  as the 2-byte mask ``0x0180`` (:mod:`~rackgate.parsers.ipmi_sensor`).
+* FreeIPMI ``ipmi-sensors`` tables, ``ID | Name | Type | [State |] Reading | Units |
+  Event`` (:mod:`~rackgate.parsers.freeipmi`).
 
-The status column is ipmitool's: ``ok``, ``ns`` (no reading), or the threshold a reading
-crossed (``nc``/``cr``/``nr``, ``unc``/``ucr``/``unr``, ``lnc``/``lcr``/``lnr``). It is
-``ok`` for a discrete PSU sensor even when "Failure detected" is asserted (ipmitool issues
-176 and 318): judge discrete sensors from ``states`` or ``state_bits``, never ``status``.
-Other lines (a shell prompt, ``Loading IANA PEN Registry...``) are skipped. A reading in
-Watts that is no finite number (``nan Watts``, 400 digits) is a ParseError naming the sensor.
+A state mask is decoded into ``states`` with the offset names of the sensor's kind, and
+kept in ``state_mask``, which the judge reads. ipmitool's status column is ``ok``, ``ns``
+(no reading), or the threshold a reading crossed (``nc``/``cr``/``nr``, ``unc``/``ucr``/
+``unr``, ``lnc``/``lcr``/``lnr``). It is ``ok`` for a discrete PSU sensor even when "Failure
+detected" is asserted (ipmitool issues 176 and 318): judge discrete sensors from their
+states, never ``status``. Other lines (a shell prompt, ``Loading IANA PEN Registry...``)
+are skipped; output with no sensor line at all is a ParseError quoting its first line. A
+reading in Watts that is no finite number (``nan Watts``, 400 digits) is a ParseError
+naming the sensor.
 
 >>> sdr = parse_ipmi_sdr("PSU2 Status | 02h | ok | 10.2 | Presence detected, Failure detected")
 >>> s = sdr.sensors[0]
@@ -33,12 +41,20 @@ Watts that is no finite number (``nan Watts``, 400 digits) is a ParseError namin
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
-from rackgate.parsers import ParseError
+from rackgate.parsers import ParseError, freeipmi
+from rackgate.parsers.ipmi_model import WATTS_UNITS, IpmiSdr, IpmiSensor, finite_watts
+from rackgate.parsers.ipmi_sensor import sensor_line
+from rackgate.parsers.ipmi_states import (
+    POWER_UNIT_STATES,
+    PSU_STATES,
+    REDUNDANCY_STATES,
+    StateTable,
+    state_names,
+)
 
 STATUSES = frozenset({"ok", "ns", "na", "nc", "cr", "nr", "unc", "ucr", "unr",
                       "lnc", "lcr", "lnr"})
@@ -62,45 +78,6 @@ _VERBOSE_ID = re.compile(r"^Sensor ID\s*:\s*(.*?)\s*(?:\(0x([0-9a-f]+)\))?\s*$",
 _VERBOSE_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ()]*?)\s*:\s*(.*)$")
 
 
-@dataclass(frozen=True)
-class IpmiSensor:
-    """One sensor as ipmitool listed it; fields a format does not carry are None/empty."""
-
-    name: str
-    status: str  # ipmitool's status column (see the module docstring); "" in verbose-only
-    sensor_number: int | None = None
-    entity: str | None = None  # "10.2": entity ID 10 (power supply), instance 2
-    sensor_type: str | None = None  # "Power Supply", from a verbose block
-    states: tuple[str, ...] | None = None  # asserted states as text; None = not shown
-    state_bits: int | None = None  # the 3-column 0xNN reading of a discrete sensor
-    watts: float | None = None
-    readable: bool = True
-
-    @property
-    def label(self) -> str:
-        """The name, plus the sensor number or entity that tells same-named sensors apart."""
-        if self.sensor_number is not None:
-            return f"{self.name} ({self.sensor_number:02X}h)"
-        return f"{self.name} (entity {self.entity})" if self.entity else self.name
-
-
-@dataclass(frozen=True)
-class IpmiSdr:
-    sensors: tuple[IpmiSensor, ...]
-
-
-def _watts(text: str, sensor: str) -> float:
-    """A finite number of Watts, or ParseError naming the sensor and the text."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise ParseError(f"ipmitool sdr: sensor {sensor!r}: reading {text[:40]!r} is not a "
-                         "finite number of Watts")
-    return value
-
-
 def _reading(sensor: IpmiSensor, text: str) -> IpmiSensor:
     """Fill the reading fields from a 5-column state list such as '0 Watts, Presence detected'."""
     parts: list[str] = []
@@ -113,10 +90,10 @@ def _reading(sensor: IpmiSensor, text: str) -> IpmiSensor:
             parts.append(p)
     watts = None
     if parts and (m := _WATTS.match(parts[0])):
-        watts = _watts(m.group(1), sensor.name)
+        watts = finite_watts(m.group(1), sensor.name)
         parts = parts[1:]
     elif parts and (m := _ANY_WATTS.match(parts[0])):
-        _watts(m.group(1), sensor.name)  # raises: "nan Watts", "1e400 Watts" are no reading
+        finite_watts(m.group(1), sensor.name)  # raises: "nan Watts", "1e400 Watts" are no reading
     unreadable = any(p.lower() in ("no reading", "not readable", "disabled") for p in parts)
     states = tuple(p for p in parts if p.lower() not in ("no reading", "not readable"))
     return replace(sensor, watts=watts, states=states, readable=not unreadable)
@@ -133,9 +110,9 @@ def _line(line: str) -> IpmiSensor | None:
         if m := _HEX.match(reading):
             return replace(s, state_bits=int(m.group(1), 16))
         if m := _WATTS.match(reading):
-            return replace(s, watts=_watts(m.group(1), name))
+            return replace(s, watts=finite_watts(m.group(1), name))
         if m := _ANY_WATTS.match(reading):
-            _watts(m.group(1), name)  # raises: not a finite number of Watts
+            finite_watts(m.group(1), name)  # raises: not a finite number of Watts
         low = reading.lower()
         return replace(s, readable=not (status.lower() == "ns" or "readable" in low
                                         or "no reading" in low or low == "disabled"))
@@ -150,9 +127,9 @@ def _line(line: str) -> IpmiSensor | None:
         s = IpmiSensor(name=cols[0], status=cols[3].lower())
         if cols[2].lower() in ("watts", "watt"):
             if re.fullmatch(r"-?\d+(?:\.\d+)?", cols[1]):
-                return replace(s, watts=_watts(cols[1], cols[0]))
+                return replace(s, watts=finite_watts(cols[1], cols[0]))
             if _NON_FINITE.match(cols[1]):
-                _watts(cols[1], cols[0])  # raises: the reading is not a finite number
+                finite_watts(cols[1], cols[0])  # raises: the reading is not a finite number
             return replace(s, readable=False)
         return s
     return None
@@ -175,7 +152,7 @@ def _verbose(lines: list[str], start: int) -> tuple[IpmiSensor, int]:
                 s = replace(s, sensor_type=re.sub(r"\s*\(0x[0-9a-f]+\)$", "", value, flags=re.I))
             elif key == "sensor reading" and (
                     w := re.match(r"(-?\d+(?:\.\d+)?)\s.*watts", value, re.I)):
-                s = replace(s, watts=_watts(w.group(1), name))
+                s = replace(s, watts=finite_watts(w.group(1), name))
             elif key == "states asserted":
                 states = []
                 i += 1
@@ -206,44 +183,82 @@ def _merge(sensors: list[IpmiSensor], block: IpmiSensor) -> None:
 
 
 def parse_ipmi_sdr(text: str) -> IpmiSdr:
-    """Parse ipmitool sensor listings (any mix of the forms above); ParseError when none."""
+    """Parse IPMI sensor listings (any mix of the forms above); ParseError when none."""
     lines = text.splitlines()
     sensors: list[IpmiSensor] = []
+    table: freeipmi.Layout | None = None  # the FreeIPMI header the rows below follow
+    unknown: str | None = None
     i = 0
     while i < len(lines):
         line = lines[i]
+        i += 1
+        if not line.strip():
+            table = None
+            continue
         if _VERBOSE_ID.match(line.strip()):
-            block, i = _verbose(lines, i)
+            block, i = _verbose(lines, i - 1)
             _merge(sensors, block)
             continue
-        sensor = _line(line) if line.strip() else None
+        if layout := freeipmi.header(line):
+            table = layout
+            continue
+        if table is not None and table[0] in line:
+            sensors.append(freeipmi.row(line, *table))
+            continue
+        sensor = _line(line) or sensor_line(line)
+        if sensor is None and (layout := freeipmi.headerless(line)):
+            sensor = freeipmi.row(line, *layout)
         if sensor is not None:
             sensors.append(sensor)
-        i += 1
+        elif unknown is None:
+            unknown = line.strip()
     if not sensors:
-        raise ParseError("ipmitool sdr: no sensor line ('name | reading | status', "
-                         "'name | NNh | status | entity | states', CSV or 'Sensor ID :') in "
-                         f"{len(lines)} line(s) of output")
-    return IpmiSdr(tuple(sensors))
+        raise ParseError("IPMI listing: no sensor line (ipmitool 'sdr', 'sdr elist', 'sensor', "
+                         "their CSV forms, 'Sensor ID :' blocks, or a FreeIPMI 'ipmi-sensors' "
+                         f"table) in {len(lines)} line(s) of output; the first: "
+                         f"{(unknown or '')[:160]!r}")
+    return IpmiSdr(tuple(_decoded(s) for s in sensors))
+
+
+_MASK_TABLES: dict[PsuKind, StateTable] = {"psu": PSU_STATES, "power_unit": POWER_UNIT_STATES,
+                                           "redundancy": REDUNDANCY_STATES}
+
+
+def _decoded(s: IpmiSensor) -> IpmiSensor:
+    """A state mask's offsets named after the sensor's kind (the judge reads the mask)."""
+    if s.state_mask is None or s.states is not None:
+        return s
+    table = _MASK_TABLES.get(psu_kind(s) or "power")
+    return s if table is None else replace(s, states=state_names(table, s.state_mask))
 
 
 def psu_kind(s: IpmiSensor) -> PsuKind | None:
     """What a sensor says about the power supplies, or None when it is not a PSU sensor.
 
-    ``psu``: a PSU's status sensor (IPMI sensor type 08h offsets); ``redundancy``; ``power``
-    (a PSU's Watts); ``power_unit`` (sensor type 09h). Entity 10 is "power supply".
+    ``psu``: a PSU's status sensor (IPMI sensor type 08h offsets), whatever unit its
+    reading has (HP's carry Watts); ``redundancy``; ``power`` (a PSU's input Watts, from a
+    sensor that shows no discrete state); ``power_unit`` (sensor type 09h). Entity 10 is
+    "power supply". A threshold sensor in another unit (a PSU's temperature, current) and
+    a sensor of another known type are none of them.
     """
     states = " ".join(s.states or ())
+    typ = (s.sensor_type or "").lower()
     on_psu_entity = bool(s.entity and s.entity.split(".")[0] == "10")
     psu_named = bool(_PSU_NAME.search(s.name))
+    power_unit = typ == "power unit" or bool(_POWER_UNIT_NAME.search(s.name))
     if _REDUNDANCY.search(s.name) or _REDUNDANCY.search(states):
-        named = psu_named or on_psu_entity or _POWER_UNIT_NAME.search(s.name)
+        named = psu_named or on_psu_entity or power_unit or typ == "power supply"
         return "redundancy" if named else None  # not "Fan Redundancy"
-    if s.watts is not None:
-        return "power" if psu_named or on_psu_entity else None
-    if (s.sensor_type or "").lower() == "power unit" or _POWER_UNIT_NAME.search(s.name):
+    discrete = bool(s.states) or s.state_mask is not None or s.states_hidden
+    if not discrete and (s.watts is not None or (s.units or "").lower() in WATTS_UNITS):
+        return "power" if psu_named or on_psu_entity or typ == "power supply" else None
+    if s.threshold:
+        return None
+    if power_unit:
         return "power_unit"
-    if (s.sensor_type or "").lower() == "power supply" or on_psu_entity:
+    if typ and typ != "power supply":
+        return None
+    if typ == "power supply" or on_psu_entity:
         return None if _AUX_NAME.search(s.name) else "psu"
     if psu_named and not _AUX_NAME.search(s.name):
         return "psu"
@@ -253,3 +268,6 @@ def psu_kind(s: IpmiSensor) -> PsuKind | None:
 def psu_sensors(sdr: IpmiSdr) -> list[tuple[PsuKind, IpmiSensor]]:
     """The power-supply sensors of a listing, with their kind, in listing order."""
     return [(k, s) for s in sdr.sensors if (k := psu_kind(s)) is not None]
+
+
+__all__ = ["IpmiSdr", "IpmiSensor", "PsuKind", "parse_ipmi_sdr", "psu_kind", "psu_sensors"]

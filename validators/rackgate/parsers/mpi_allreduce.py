@@ -8,9 +8,12 @@ rank's mean), ``algbw_gbps``, ``busbw_gbps`` (GB/s = 10^9 bytes/s) and ``wrong``
 elements that differ from the expected sum, over all ranks).
 
 Lines that are not JSON objects are ignored: srun ``--label`` prefixes (``0: ``) are
-stripped first, and MPI libraries print warnings on the same stream. Every figure must be
-finite and non-negative (``NaN``, ``Infinity`` and ``1e400`` are refused naming the line:
-a report must stay valid JSON), and the header's ``ranks`` must match its ``hosts``.
+stripped first, and MPI libraries print warnings on the same stream. A launcher's fatal
+message (``parsers.launcher_text``: Open MPI's ``There are not enough slots ...``,
+``srun: error: ...``) is a ParseError quoting it as a launch error, rows or not. Every
+figure must be finite and non-negative (``NaN``, ``Infinity`` and ``1e400`` are refused
+naming the line: a report must stay valid JSON), and the header's ``ranks`` must match its
+``hosts``.
 
 >>> run = parse_mpi_allreduce('0: {"probe": "mpi_allreduce", "ranks": 2, "hosts": ["a", "b"], '
 ...     '"mpi": "Open MPI v4.1.4"}\\n0: {"bytes": 8, "iters": 5, "time_us": 4.0, '
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.launcher_text import launcher_messages, mention, raise_if_fatal
 
 _LABEL = re.compile(r"^\s*\d+:\s?")
 
@@ -85,6 +89,8 @@ def parse_mpi_allreduce(text: str) -> AllreduceRun:
     header: dict[str, Any] | None = None
     rows: list[AllreduceRow] = []
     seen: dict[int, int] = {}
+    launched = launcher_messages([_LABEL.sub("", raw, count=1) for raw in text.splitlines()])
+    raise_if_fatal(launched, "mpi_allreduce")
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _LABEL.sub("", raw, count=1).strip()
         if not line.startswith("{"):
@@ -116,7 +122,7 @@ def parse_mpi_allreduce(text: str) -> AllreduceRun:
         rows.append(row)
     if header is None:
         raise ParseError("no mpi_allreduce probe header: the MPI program did not start "
-                         "(see the evidence's stderr)")
+                         f"(see the evidence's stderr){mention(launched)}")
     if not rows:
         raise ParseError("the probe started but printed no message size")
     hosts = header.get("hosts")

@@ -11,9 +11,15 @@ A path line gives H:C:T:L, the device, major:minor, the device-mapper state
 (``active``/``failed``), the path checker state (``ready``, ``ghost`` for an ALUA standby
 path, ``faulty``, ``shaky``, ``i/o pending``…) and the online state (``running``,
 ``offline``…). The older bracket form (``\\_ 3:0:0:0 sdb 8:16 [active][ready]``) is read too.
-When the alias is the WWID the map line has no parentheses. Lines before the first map
-(multipathd messages such as ``1602.459062 | /etc/multipath.conf line 26, invalid
-keyword``) are skipped; no map at all is an empty record (multipath -ll prints nothing).
+When the alias is the WWID the map line has no parentheses (``%n %d %s``), and the name is
+the WWID as udev gave it, which may hold runs of spaces: a SCSI T10 vendor ID designator
+is ``1`` + the 8-byte, space-padded vendor field + the vendor's id, e.g.
+``1IET     00080001 dm-0 IET,VIRTUAL-DISK``. The name is everything before the first
+`` dm-<minor>`` field, spaces kept. Lines before the first map (multipathd messages such
+as ``1602.459062 | /etc/multipath.conf line 26, invalid keyword``) are skipped, but a
+size, path group or path line there is a ParseError: the map line above it was not read,
+and its paths must not vanish. No map at all is an empty record (multipath -ll prints
+nothing).
 
 >>> mp = parse_multipath_ll('''mpatha (3600a) dm-2 LIO-ORG,disk
 ... size=1G features='0' hwhandler='1 alua' wp=rw
@@ -31,7 +37,15 @@ from dataclasses import dataclass
 
 from rackgate.parsers import ParseError
 
-_MAP = re.compile(r"^(?P<name>[^\s|`\\]+)(?: \((?P<wwid>[^)]+)\))? (?P<dm>dm-\d+)(?: (?P<vp>.*))?$")
+# "%n (%w) %d %s" or "%n %d %s" (libmultipath/print.c snprint_multipath_style): %n may hold
+# spaces (a WWID), so it ends at the first " dm-<minor>" field
+_MAP = re.compile(r"^(?P<name>[^\s|`\\](?:.*?\S)?)(?: \((?P<wwid>[^)]+)\))? "
+                  r"(?P<dm>dm-\d+)(?: (?P<vp>.*))?$")
+# what multipath prints in front of %n when it changes a map (-v2), never in -ll's listing
+_ACTION = re.compile(r"^(reject|reload|switchpg|rename|create|resize|unchanged): ")
+# the lines under a map line: size (PRINT_MAP_PROPS), path group and path, in the tree
+# drawn by snprint_multipath_topology ("|-+- ", "| `- ", "  |- ") or the old "\_ " form
+_TOPOLOGY = re.compile(r"^(?:[|` ] ?[|`]- |[|`]-\+- |\s*\\_ |\[?size=)")
 # H:C:T:L and major:minor are 32-bit numbers in the kernel: at most 10 digits each
 _PATH = re.compile(r"(?<![\w.+-])(?P<hctl>[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10})\s+"
                    r"(?P<dev>\S+)\s+(?P<majmin>[0-9]{1,10}:[0-9]{1,10})\s+(?P<rest>.*)$")
@@ -121,7 +135,10 @@ def parse_multipath_ll(text: str) -> MultipathTopology:
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        if m := _MAP.match(line.rstrip()):
+        if (m := _MAP.match(line.rstrip())) and " | " not in m.group("name"):
+            if _ACTION.match(line):
+                raise ParseError(f"multipath -ll line {lineno}: {line.strip()[:80]!r} is a "
+                                 "map change of multipath -v2, not multipath -ll's listing")
             close()
             vendor, _, product = (m.group("vp") or "").partition(",")
             cur = {"name": m.group("name"), "wwid": m.group("wwid") or m.group("name"),
@@ -129,6 +146,10 @@ def parse_multipath_ll(text: str) -> MultipathTopology:
                    "product": product.strip()}
             groups, paths = [], []
         elif cur is None:
+            if _TOPOLOGY.match(line):
+                raise ParseError(f"multipath -ll line {lineno}: a size, path group or path "
+                                 f"line before any map line: the map line above it was not "
+                                 f"read ({line.strip()[:80]!r})")
             continue  # multipathd messages before the first map
         elif _PATH.search(line):
             paths.append(_path(line, max(len(groups) - 1, 0), lineno))

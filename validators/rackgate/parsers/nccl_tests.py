@@ -9,17 +9,25 @@ Formats, from NVIDIA/nccl-tests ``src/common.cu`` and ``src/util.cu`` and its
   ``# Collective test starting: all_reduce_perf`` (2.17.3+), ``# nThread 1 nGpus 8 minBytes 8
   maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 ... validation: 1``, one
   device line per rank: ``#  Rank  0 Group  0 Pid 1234 on host device  0 [0000:1b:00] NVIDIA
-  H100 80GB HBM3`` (no ``Group`` and ``[0x1b]`` bus ids before 2.13.x).
+  H100 80GB HBM3`` (no ``Group`` and ``[0x1b]`` bus ids before 2.13.x, no ``Pid`` in 1.x).
 * The column header ``# size count type redop root time algbw busbw #wrong time algbw busbw
   #wrong`` (out-of-place, then in-place); versions before 2.13 print ``error`` (the largest
-  deviation, ``%5.0le``) instead of ``#wrong`` (a count, ``%g``), no ``root`` column, and
-  no ``redop`` for all_gather (alltoall rows leave it blank). ``N/A`` replaces the error
-  cell when a side is not validated (``-c 0``, or alltoall in-place). ``-S`` appends a
-  timestamp, ``-I`` four per-iteration columns per side: columns are mapped by the header.
+  absolute deviation from the expected result, ``%5.0le``) instead of ``#wrong`` (a count,
+  ``%g``), no ``root`` column, and no ``redop`` for all_gather (alltoall rows leave it
+  blank). ``N/A`` replaces the error cell when a side is not validated (``-c 0``, or
+  alltoall in-place). ``-S`` appends a timestamp, ``-I`` four per-iteration columns per
+  side: columns are mapped by the header.
 * Size rows: bytes, elements, type, [redop], [root], then the measurements. Times in us,
   bandwidths in GB/s (10^9 bytes/s).
-* Footer: ``# Out of bounds values : 0 OK`` and ``# Avg bus bandwidth    : 68.4048``, the
-  mean busbw over EVERY size of the sweep (tiny, latency-bound sizes included).
+* Footer: ``# Out of bounds values : 0 OK`` (``2 FAILED``: results beyond nccl-tests' bound)
+  and ``# Avg bus bandwidth    : 68.4048``, the mean busbw over EVERY size of the sweep
+  (tiny, latency-bound sizes included).
+* nccl-tests 1.x (tag v1.0.0, before the ``#`` prefix of v2.0.0, 2019): ``nThread ...`` and
+  the footer lines without ``#``, the column header ``# bytes N type op time algbw busbw res
+  ...`` (``res``: the largest deviation, ``%7.0le``), times in ms (read here as us, x1000),
+  no units line. Captures that replaced every leading ``#`` with a space are read the same
+  way: a header, units, rank, configuration or footer line is recognised with or without
+  its ``#``.
 * JSON (``-J``, 2.17.3+): its fields and rules are ``parsers.nccl_tests_json``'s.
 
 Every figure must be a finite number (``nan``, ``inf``, ``1e400`` are ParseErrors naming
@@ -29,10 +37,12 @@ second one (two runs concatenated) is a ParseError, never extra evidence.
 
 Launchers' line labels are removed: ``srun --label`` (``0: ``) and Open MPI
 ``--tag-output`` (``[1,0]<stdout>:``); rows from more than one task are refused (each task
-ran its own test: nccl-tests was not built with MPI). NCCL's own log lines (``host:pid:tid
-[0] NCCL INFO ...``) may be interleaved anywhere; a ``...`` line (elided output) is noted.
-Inside the table, any other line is an error naming it. An output without size rows is an
-error, never an empty result.
+ran its own test: nccl-tests was not built with MPI). The launchers' own messages
+(``parsers.launcher_text``: Open MPI help blocks, ``srun: error:`` lines) are never read as
+rows: a fatal one is a ParseError quoting it as a launch error, a warning is skipped.
+NCCL's own log lines (``host:pid:tid [0] NCCL INFO ...``) may be interleaved anywhere; a
+``...`` line (elided output) is noted. Inside the table, any other line is an error naming
+it. An output without size rows is an error, never an empty result.
 
 >>> run = parse_nccl_tests(
 ...     "# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 5 "
@@ -55,6 +65,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.launcher_text import (
+    launcher_lines,
+    launcher_messages,
+    mention,
+    raise_if_fatal,
+)
 from rackgate.parsers.nccl_tests_json import parse_nccl_tests_json
 from rackgate.parsers.nccl_tests_record import (
     NcclMeasurement,
@@ -69,20 +85,22 @@ _SRUN = re.compile(r"^(\d+):\s?(.*)$")
 _MPI_TAG = re.compile(r"^\[(\d+),(\d+)\]<std(?:out|err)>:\s?(.*)$")
 _NCCL_LOG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ABORT)\b")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
-_TESTS_VERSION = re.compile(r"^#\s*nccl-tests version (\S+)(?:.*nccl-library=(\d+))?")
-_PROGRAM = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+"
+# matched on a header line without its '#' (1.x prints some lines without it)
+_TESTS_VERSION = re.compile(r"^nccl-tests version (\S+)(?:.*nccl-library=(\d+))?")
+_PROGRAM = re.compile(r"^Collective test starting:\s*(\S+)")
+_RANK = re.compile(r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+)?on\s+(\S+)\s+"
                    r"device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_ERROR = re.compile(r"^#\s*error:\s*(.+)$")
+_OOB = re.compile(r"^Out of bounds values\s*:\s*(\d+)")
+_AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(\S+)")
+_ERROR = re.compile(r"^error:\s*(.+)$")  # only with its '#'
+_HEADS = ({"size", "count", "busbw"}, {"bytes", "N", "busbw"})  # 2.x, 1.x
 _CONFIG = {"n_threads": r"nThread (\d+)", "n_gpus": r"nGpus (\d+)",
            "min_bytes": r"minBytes (\d+)", "max_bytes": r"maxBytes (\d+)",
            "warmup_iters": r"warmup iters: (\d+)", "iters": r"(?<!warmup )(?<!agg )iters: (\d+)",
            "validation": r"validation: (\d+)"}
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}$"), re.compile(r"^\d{2}:\d{2}:\d{2}$")
 _TIME_NAMES = ("time", "cputime")
-_ERR_NAMES = ("#wrong", "error")
+_ERR_NAMES = ("#wrong", "error", "res")  # res: 1.x
 
 
 def _strip_label(line: str) -> tuple[str | None, str]:
@@ -133,9 +151,15 @@ class _Layout:
     err: int
     err_name: Literal["#wrong", "error"]
     timestamp: bool
+    time_scale: float = 1.0  # to us: 1000 for 1.x, which prints ms
 
 
 _DEFAULT = _Layout(4, 2, 0, 1, 2, 3, "#wrong", False)
+
+
+def _is_header(tokens: list[str]) -> bool:
+    names = {t.lstrip("#") for t in tokens}
+    return any(head <= names for head in _HEADS)
 
 
 def _layout(tokens: list[str], n: int) -> _Layout:
@@ -151,7 +175,7 @@ def _layout(tokens: list[str], n: int) -> _Layout:
         layout = _Layout(len(side), 2, side.index(side[0]), side.index("algbw"),
                          side.index("busbw"), side.index(err_name),
                          "#wrong" if err_name == "#wrong" else "error",
-                         "timestamp" in names[starts[1]:])
+                         "timestamp" in names[starts[1]:], 1000.0 if "bytes" in names else 1.0)
     except (StopIteration, ValueError):
         raise ParseError(f"nccl-tests: line {n}: column header lacks algbw, busbw or "
                          f"#wrong/error: {' '.join(tokens)[:120]!r}") from None
@@ -172,7 +196,8 @@ def _side(vals: list[str], lay: _Layout, n: int, raw: str, where: str) -> NcclMe
                              "count of wrong elements")
         else:
             wrong = int(value)
-    return NcclMeasurement(time_us=_number(vals[lay.time], f"{where} time", n, raw),
+    return NcclMeasurement(time_us=_number(vals[lay.time], f"{where} time", n, raw)
+                           * lay.time_scale,
                            algbw_gbps=_number(vals[lay.algbw], f"{where} algbw", n, raw),
                            busbw_gbps=_number(vals[lay.busbw], f"{where} busbw", n, raw),
                            wrong=wrong, max_error=max_error)
@@ -205,6 +230,38 @@ def _row(text: str, lay: _Layout, n: int) -> NcclRow:
         in_place=_side(vals[lay.width:], lay, n, text, "in-place"), line=n)
 
 
+def _header_line(body: str, n: int, facts: dict[str, Any], ranks: list[NcclRank],
+                 once: dict[str, list[int]]) -> Literal["fact", "footer"] | None:
+    """Read one header or footer line (its '#' removed) into ``facts``/``ranks``; None
+    when it is none of them."""
+    if m := _RANK.match(body):
+        ranks.append(NcclRank(int(m.group(1)), int(m.group(2)) if m.group(2) else None,
+                              int(m.group(3)) if m.group(3) else None, m.group(4),
+                              int(m.group(5)), m.group(6), m.group(7).strip()))
+    elif m := _TESTS_VERSION.match(body):
+        facts["tests_version"] = m.group(1)
+        if m.group(2):
+            facts["nccl_version"] = nccl_version_from_code(int(m.group(2)))
+    elif m := _PROGRAM.match(body):
+        facts["program"] = m.group(1)
+    elif body.startswith("nThread"):
+        once.setdefault("'# nThread' configuration line", []).append(n)
+        for key, pattern in _CONFIG.items():
+            if c := re.search(pattern, body):
+                facts[key] = int(c.group(1))
+    elif m := _OOB.match(body):
+        facts["out_of_bounds"] = int(m.group(1))
+        once.setdefault("'Out of bounds values' summary line", []).append(n)
+        return "footer"
+    elif m := _AVG.match(body):
+        once.setdefault("'Avg bus bandwidth' summary line", []).append(n)
+        facts["avg_busbw_gbps"] = _number(m.group(1), "Avg bus bandwidth", n, body)
+        return "footer"
+    else:
+        return None
+    return "fact"
+
+
 def _parse_text(text: str) -> NcclTestsRun:
     facts: dict[str, Any] = {}
     rows: list[NcclRow] = []
@@ -216,11 +273,15 @@ def _parse_text(text: str) -> NcclTestsRun:
     layout: _Layout | None = None
     in_table = elided = False
     once: dict[str, list[int]] = {}  # lines that a run prints once: a second one is a second run
-    for n, raw in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
-        label, line = _strip_label(raw)
+    stripped = [_strip_label(raw)
+                for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    launched = launcher_messages([line for _, line in stripped])
+    raise_if_fatal(launched, "nccl-tests")
+    launcher = launcher_lines(launched)
+    for n, (label, line) in enumerate(stripped, 1):
         if label is not None:
             labels[label] = None
-        if not line:
+        if not line or n in launcher:
             continue
         if _NCCL_LOG.search(line):
             v = _NCCL_VERSION.search(line)
@@ -237,36 +298,22 @@ def _parse_text(text: str) -> NcclTestsRun:
         if line in ("...", "\u2026"):
             elided = True
             continue
-        if line.startswith("#"):
-            tokens = line.split()
-            names = {t.lstrip("#") for t in tokens}
-            if {"size", "count", "busbw"} <= names:
-                layout, in_table = _layout(tokens, n), True
-                once.setdefault("column header", []).append(n)
-            elif m := _RANK.match(line):
-                ranks.append(NcclRank(int(m.group(1)), int(m.group(2)) if m.group(2) else None,
-                                      int(m.group(3)), m.group(4), int(m.group(5)), m.group(6),
-                                      m.group(7).strip()))
-            elif m := _TESTS_VERSION.match(line):
-                facts["tests_version"] = m.group(1)
-                if m.group(2):
-                    facts["nccl_version"] = nccl_version_from_code(int(m.group(2)))
-            elif m := _PROGRAM.match(line):
-                facts["program"] = m.group(1)
-            elif line.lstrip("# ").startswith("nThread"):
-                once.setdefault("'# nThread' configuration line", []).append(n)
-                for key, pattern in _CONFIG.items():
-                    if c := re.search(pattern, line):
-                        facts[key] = int(c.group(1))
-            elif m := _OOB.match(line):
-                facts["out_of_bounds"], in_table = int(m.group(1)), False
-                once.setdefault("'Out of bounds values' summary line", []).append(n)
-            elif m := _AVG.match(line):
-                once.setdefault("'Avg bus bandwidth' summary line", []).append(n)
-                facts["avg_busbw_gbps"] = _number(m.group(1), "Avg bus bandwidth", n, line)
-                in_table = False
-            elif m := _ERROR.match(line):
-                errors.append(m.group(1).strip()[:200])
+        hashed = line.startswith("#")
+        body = line.lstrip("#").strip() if hashed else line
+        tokens = body.split()
+        if tokens and _is_header(tokens) and (hashed or tokens[0] in ("size", "bytes")):
+            layout, in_table = _layout(tokens, n), True
+            once.setdefault("column header", []).append(n)
+            continue
+        if not hashed and (all(t[0] + t[-1] == "()" for t in tokens)
+                           or set(tokens) == {"out-of-place", "in-place"}):
+            continue  # the units line, or the sides' titles, without their '#'
+        kind = _header_line(body, n, facts, ranks, once)
+        if kind == "footer":
+            in_table = False
+        if hashed and kind is None and (m := _ERROR.match(body)):
+            errors.append(m.group(1).strip()[:200])
+        if hashed or kind is not None:
             continue
         if line[0].isdigit():
             rows.append(_row(line, layout or _DEFAULT, n))
@@ -289,7 +336,7 @@ def _parse_text(text: str) -> NcclTestsRun:
     if not rows:
         why = (errors + warnings)[:1]
         raise ParseError("nccl-tests: no size rows (no line of size, count, type, ... busbw)"
-                         + (f"; the output says: {why[0]}" if why else "")
+                         + (f"; the output says: {why[0]}" if why else mention(launched))
                          + ": the test did not run or its output was cut before the table")
     return NcclTestsRun(rows=tuple(rows), source_format="text", ranks=tuple(ranks),
                         error_column=(layout or _DEFAULT).err_name, elided=elided,
@@ -298,8 +345,9 @@ def _parse_text(text: str) -> NcclTestsRun:
 
 
 def parse_nccl_tests(text: str) -> NcclTestsRun:
-    """Parse nccl-tests stdout (any version 2.x) or its ``-J`` JSON file; ParseError naming
-    the line and what was expected for anything else, and for an output without size rows."""
+    """Parse nccl-tests stdout (any version, 1.x included) or its ``-J`` JSON file;
+    ParseError naming the line and what was expected for anything else, for an output
+    without size rows, and for a launcher's fatal message (quoted)."""
     if not text.strip():
         raise ParseError("nccl-tests: the output is empty (no size rows)")
     if text.lstrip().startswith("{"):

@@ -29,7 +29,7 @@ class NcclMeasurement:
     algbw_gbps: float
     busbw_gbps: float
     wrong: int | None  # '#wrong' elements; None when N/A (not validated) or an old 'error' column
-    max_error: float | None = None  # nccl-tests < 2.13 'error' column: largest deviation
+    max_error: float | None = None  # < 2.13 'error' (1.x 'res'): largest absolute deviation
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class NcclRank:
 
     rank: int
     group: int | None  # NCCL_TESTS_SPLIT colour; None before nccl-tests 2.13
-    pid: int
+    pid: int | None  # None in nccl-tests 1.x, which prints no Pid
     host: str
     device: int
     bus_id: str
@@ -72,7 +72,7 @@ class NcclTestsRun:
     iters: int | None = None
     validation: int | None = None  # -c: 0 = results not checked
     ranks: tuple[NcclRank, ...] = ()
-    error_column: Literal["#wrong", "error"] = "#wrong"
+    error_column: Literal["#wrong", "error"] = "#wrong"  # "error": also 1.x's "res"
     out_of_bounds: int | None = None  # None: the summary line is missing
     avg_busbw_gbps: float | None = None  # the 'Avg bus bandwidth' line: whole-sweep mean
     elided: bool = False  # a '...' line: someone cut rows out
@@ -97,6 +97,26 @@ def nccl_version_from_code(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
+# nccl-tests < 2.13 (src/common.cu, DeltaMaxValue and CheckData): a result is out of bounds
+# when its largest deviation exceeds DeltaMaxValue(type) x (ranks - 1); integer types 1e-200
+_DELTA_MAX = {"half": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
+_EXACT = frozenset({"int8", "uint8", "int32", "uint32", "int64", "uint64", "char", "int"})
+
+
+def deviation_bound(type_name: str, ranks: int) -> float | None:
+    """The largest deviation nccl-tests (the ``error``/``res`` column) still counts as right
+    for ``type_name`` on ``ranks`` ranks: DeltaMaxValue(type) x (ranks - 1), 0 for the
+    integer types; None for a type those versions did not have.
+
+    >>> deviation_bound("float", 8), deviation_bound("int32", 8), deviation_bound("fp8e4m3", 8)
+    (7e-05, 0.0, None)
+    """
+    if type_name in _EXACT:
+        return 0.0
+    delta = _DELTA_MAX.get(type_name)
+    return None if delta is None else float(f"{delta * max(ranks - 1, 0):.12g}")
+
+
 def refuse_duplicates(rows: list[NcclRow], ranks: list[NcclRank]) -> None:
     """One run prints each size row (size, type, redop, root) once and each rank once.
 
@@ -118,5 +138,5 @@ def refuse_duplicates(rows: list[NcclRow], ranks: list[NcclRank]) -> None:
                          "the '#  Rank' device lines: two runs in one output?")
 
 
-__all__ = ["NcclMeasurement", "NcclRank", "NcclRow", "NcclTestsRun", "nccl_version_from_code",
-           "refuse_duplicates"]
+__all__ = ["NcclMeasurement", "NcclRank", "NcclRow", "NcclTestsRun", "deviation_bound",
+           "nccl_version_from_code", "refuse_duplicates"]

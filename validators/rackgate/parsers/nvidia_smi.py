@@ -11,7 +11,9 @@ every driver's spelling).
 
 Incomplete output is refused, never read as a smaller healthy node: XML must be
 well-formed up to the closing ``</nvidia_smi_log>``; in the text form every GPU block
-must reach its last section, ``Processes``.
+must reach its last section, ``Processes``. A complete report of fewer sections (``-d
+PERFORMANCE`` and the like) is refused too, but as filtered, naming the sections it lacks
+(``nvidia_smi_fields.filtered_report``), not as truncated.
 
 >>> q = parse_nvidia_smi_xml('<nvidia_smi_log><driver_version>535.54.03</driver_version>'
 ...     '<attached_gpus>1</attached_gpus><gpu id="00000000:01:00.0">'
@@ -35,6 +37,8 @@ from rackgate.parsers.nvidia_smi_fields import (
     GpuQuery,
     Node,
     Reader,
+    filtered_report,
+    looks_filtered,
     read_gpu,
     snake,
 )
@@ -96,9 +100,12 @@ def parse_nvidia_smi_xml(text: str) -> GpuQuery:
                          "nvidia-smi's layout")
     top = _from_xml_element(root)
     attached = Reader(fmt, top, "the log").integer("", "attached_gpus")
+    nodes = [_from_xml_element(el) for el in root.findall("gpu")]
+    filtered = filtered_report(fmt, nodes, attached, "nvidia-smi -q -x")
+    if filtered is not None:
+        raise filtered
     gpus = []
-    for i, el in enumerate(root.findall("gpu")):
-        node = _from_xml_element(el)
+    for i, (el, node) in enumerate(zip(root.findall("gpu"), nodes, strict=True)):
         listed = node.text("pci/pci_bus_id")
         bus = el.get("id") or listed or f"gpu[{i}]"
         if listed is not None and listed.lower() != bus.lower():
@@ -162,12 +169,19 @@ def parse_nvidia_smi_text(text: str) -> GpuQuery:
     if attached is None and not blocks:
         raise ParseError(f"{fmt}: no 'Attached GPUs' line and no 'GPU <bus id>' block "
                          "(empty or truncated output, or not nvidia-smi -q?)")
+    filtered = filtered_report(fmt, [node for _, node in blocks], attached, "nvidia-smi -q")
+    if filtered is not None:
+        raise filtered
     gpus = []
+    # a report filtered with -d has no Processes in any GPU: its last GPU is the one cut
+    unnamed = bool(blocks) and looks_filtered(blocks[0][1])
     for i, (bus, node) in enumerate(blocks):
         if node.find("processes") is None:
+            i, bus = (len(blocks) - 1, blocks[-1][0]) if unnamed else (i, bus)
             announced = f" of {attached} announced" if attached is not None else ""
             raise ParseError(f"{fmt}: GPU {i}{announced} ({bus}) ends before its 'Processes' "
-                             "section: truncated output")
+                             "section: truncated output"
+                             + (" (a report filtered with -d, cut short?)" if unnamed else ""))
         gpus.append(read_gpu(fmt, i, bus, node, text_form=True))
     return GpuQuery("text", top.text("driver_version"), top.text("cuda_version"), attached,
                     tuple(gpus), tuple(errors))

@@ -18,6 +18,11 @@ both spellings are read:
 * ``retired_pages`` (Volta and older: ``pending_blacklist`` / ``pending_retirement``) and
   ``remapped_rows`` (Ampere on: ``remapped_row_{corr,unc,pending,failure}``).
 
+A report filtered with ``-d`` (``nvidia-smi -q -d PERFORMANCE``: the header, then per GPU
+only the requested sections, never Product Name or PCI) is complete but lacks what
+:func:`read_gpu` needs; :func:`filtered_report` recognises it and names the sections
+missing (``FULL_REPORT``), so that it is refused as filtered, not as truncated.
+
 ``N/A``, ``[N/A]`` and ``Not Supported`` read as None. The text form's labels, snake-cased,
 equal the XML element names for most sections; where they differ, ``read_gpu`` names both.
 A value that is not what its field holds (a number with another unit, a flag that is
@@ -195,6 +200,67 @@ class Reader:
         return total if seen else None
 
 
+# The top-level sections of one GPU that read_gpu needs, by their text label and their
+# names (snake-cased label, or XML element) in either spelling. Every full report has them.
+FULL_REPORT = (("Product Name", ("product_name",)), ("Persistence Mode", ("persistence_mode",)),
+               ("PCI", ("pci",)),
+               ("Clocks Event Reasons", ("clocks_event_reasons", "clocks_throttle_reasons")),
+               ("FB Memory Usage", ("fb_memory_usage",)), ("ECC Mode", ("ecc_mode",)),
+               ("ECC Errors", ("ecc_errors",)), ("Temperature", ("temperature",)),
+               ("GPU Power Readings", ("gpu_power_readings", "power_readings")),
+               ("Processes", ("processes",)))
+# The sections each -d/--display value prints (nvidia-smi(1), -d), for the hint.
+_DISPLAY = {"performance_state": "PERFORMANCE", "clocks_event_reasons": "PERFORMANCE",
+            "clocks_throttle_reasons": "PERFORMANCE", "clocks": "CLOCK",
+            "max_clocks": "CLOCK", "applications_clocks": "CLOCK", "fb_memory_usage": "MEMORY",
+            "bar1_memory_usage": "MEMORY", "utilization": "UTILIZATION", "ecc_mode": "ECC",
+            "ecc_errors": "ECC", "temperature": "TEMPERATURE", "gpu_power_readings": "POWER",
+            "power_readings": "POWER", "compute_mode": "COMPUTE", "processes": "PIDS",
+            "supported_clocks": "SUPPORTED_CLOCKS", "retired_pages": "PAGE_RETIREMENT",
+            "remapped_rows": "ROW_REMAPPER", "gpu_reset_status": "RESET_STATUS",
+            "voltage": "VOLTAGE", "accounting_mode": "ACCOUNTING",
+            "encoder_stats": "ENCODER_STATS", "fbc_stats": "FBC_STATS"}
+_LABEL_WORDS = {"fb": "FB", "ecc": "ECC", "pci": "PCI", "gpu": "GPU", "sm": "SM",
+                "bar1": "BAR1", "hw": "HW", "sw": "SW"}
+
+
+def _label(key: str) -> str:
+    return " ".join(_LABEL_WORDS.get(w, w.title()) for w in key.split("_"))
+
+
+def looks_filtered(gpu: Node) -> bool:
+    """No Product Name (every full report starts with it) and a section -d selects."""
+    keys = {c.key for c in gpu.children}
+    return "product_name" not in keys and bool(keys & set(_DISPLAY))
+
+
+def filtered_report(fmt: str, gpus: list[Node], attached: int | None,
+                    command: str) -> ParseError | None:
+    """The error for a complete report filtered with ``-d``, or None when it is not one:
+    as many GPUs as announced, none with a Product Name (no -d value prints it), each
+    showing the same sections, at least one of them one that -d selects. A report cut
+    short fails these (a GPU missing, the last one with fewer sections) and stays
+    'truncated' for its parser.
+
+    >>> gpus = [Node("gpu", "0", [Node("performance_state", "P0")])]
+    >>> err = str(filtered_report("demo", gpus, 1, "nvidia-smi -q"))
+    >>> err.startswith("demo: the report has no 'Product Name',"), "-d PERFORMANCE?" in err
+    (True, True)
+    >>> filtered_report("demo", gpus, 2, "nvidia-smi -q") is None  # a GPU short: truncated
+    True
+    """
+    shown = [tuple(c.key for c in g.children) for g in gpus]
+    if not gpus or attached != len(gpus) or len(set(shown)) != 1 or not looks_filtered(gpus[0]):
+        return None
+    missing = [label for label, names in FULL_REPORT if not set(names) & set(shown[0])]
+    selected = sorted({_DISPLAY[k] for k in shown[0] if k in _DISPLAY})
+    return ParseError(
+        f"{fmt}: the report has no {', '.join(repr(m) for m in missing)} section; each of its "
+        f"{len(gpus)} GPUs shows only {', '.join(repr(_label(k)) for k in shown[0])}: "
+        f"collected with -d {','.join(selected)}? The GPU health check needs the full "
+        f"report ({command}, without -d)")
+
+
 def read_gpu(fmt: str, index: int, bus_id: str, node: Node, text_form: bool) -> Gpu:
     where = f"GPU {index} ({bus_id})"
     r = Reader(fmt, node, where)
@@ -283,4 +349,5 @@ def _active_reasons(r: Reader, text_form: bool) -> tuple[str, ...]:
     return tuple(active)
 
 
-__all__ = ["REASONS", "EccCounts", "Gpu", "GpuQuery", "Node", "Reader", "read_gpu", "snake"]
+__all__ = ["FULL_REPORT", "REASONS", "EccCounts", "Gpu", "GpuQuery", "Node", "Reader",
+           "filtered_report", "looks_filtered", "read_gpu", "snake"]

@@ -7,9 +7,16 @@ Format: nvidia-smi(1), ``nvlink --status``. One block per GPU, in index order:
              Link 1: <inactive>
 
 A speed is the link's current rate in one direction, in GB/s (10^9 bytes/s); an unused or
-failed link reads ``<inactive>``. A GPU without NVLink has a header and no link lines.
-Anything else (a ``...`` left by someone who shortened the listing, a cut line, a skipped
-GPU index) is refused: a listing with links left out must never read as a healthy one.
+failed link reads ``<inactive>``. A GPU without NVLink has a header and no link lines. A GPU
+none of whose links is up has, instead of link lines, NVML's message
+
+    NVML: Unable to retrieve NVLink information as all links are inActive
+
+(spelled so in public issue reports, e.g. leptonai/gpud#1085; matched in any letter case):
+it is read as ``all_links_inactive``, a fault of that GPU for the judge, not an unreadable
+listing. Anything else (a ``...`` left by someone who shortened the listing, a cut line, a
+skipped GPU index, that message beside link lines) is refused: a listing with links left
+out must never read as a healthy one.
 
 >>> s = parse_nvlink_status("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\\n"
 ...     "\\t Link 0: 25 GB/s\\n\\t Link 1: <inactive>\\n")
@@ -27,6 +34,8 @@ from rackgate.parsers import ParseError
 FORMAT = "nvidia-smi nvlink -s"
 _GPU = re.compile(r"^GPU ([0-9]{1,4}): (.*?)(?: \(UUID: ([^)]*)\))?$")
 _LINK = re.compile(r"^Link ([0-9]{1,4}): (?:([0-9]{1,9}(?:\.[0-9]{1,9})?) GB/s|(<inactive>))$")
+_ALL_DOWN = re.compile(r"^NVML: ?Unable to retrieve NVLink information as all links are "
+                       r"inactive\.?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class NvLinkGpu:
     name: str  # product name, e.g. "NVIDIA H100 80GB HBM3"
     uuid: str | None
     links: tuple[NvLink, ...]
+    all_links_inactive: bool = False  # NVML's "all links are inActive" instead of link lines
 
 
 @dataclass(frozen=True)
@@ -57,10 +67,11 @@ def parse_nvlink_status(text: str) -> NvLinkStatus:
     gpus: list[NvLinkGpu] = []
     current: tuple[int, str, str | None] | None = None
     links: list[NvLink] = []
+    all_down = False
 
     def close() -> None:
         if current is not None:
-            gpus.append(NvLinkGpu(current[0], current[1], current[2], tuple(links)))
+            gpus.append(NvLinkGpu(current[0], current[1], current[2], tuple(links), all_down))
 
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for lineno, raw in enumerate(lines, start=1):
@@ -77,11 +88,24 @@ def parse_nvlink_status(text: str) -> NvLinkStatus:
                 raise ParseError(f"{FORMAT}: line {lineno}: GPU {index} follows GPU "
                                  f"{expected - 1 if gpus else 'none'}; GPU {expected} is "
                                  "missing (elided or edited output?)")
-            current, links = (index, gpu.group(2), gpu.group(3)), []
+            current, links, all_down = (index, gpu.group(2), gpu.group(3)), [], False
+        elif _ALL_DOWN.match(line):
+            if current is None:
+                raise ParseError(f"{FORMAT}: line {lineno}: NVML's 'all links are inactive' "
+                                 "before any 'GPU n:' line (output cut at the start?)")
+            if all_down or links:
+                raise ParseError(f"{FORMAT}: line {lineno}: GPU {current[0]} "
+                                 + ("says 'all links are inactive' twice" if all_down else
+                                    "lists links and then says all links are inactive")
+                                 + " (edited or mixed output?)")
+            all_down = True
         elif link:
             if current is None:
                 raise ParseError(f"{FORMAT}: line {lineno}: a Link line before any "
                                  "'GPU n:' line (output cut at the start?)")
+            if all_down:
+                raise ParseError(f"{FORMAT}: line {lineno}: GPU {current[0]} Link line after "
+                                 "NVML said all links are inactive (edited or mixed output?)")
             index = int(link.group(1))
             if index != len(links):
                 raise ParseError(f"{FORMAT}: line {lineno}: GPU {current[0]} Link {index} "

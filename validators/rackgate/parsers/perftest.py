@@ -21,7 +21,9 @@ Format, from perftest's source (``src/perftest_parameters.[ch]``, ``ctx_print_te
 
 Lines that are not perftest's own (``Conflicting CPU frequency values detected ...``, ``WARNING:
 ...``) are kept as ``warnings``; error lines (``Couldn't connect to host:18515``, ``Unable to
-...``, ``Failed ...``, completion errors) raise ParseError naming the line. Output of the
+...``, ``Failed ...``, completion errors) raise ParseError naming the line, and so does a
+launcher's fatal message (``parsers.launcher_text``: ``srun: error: ...``, an Open MPI help
+block), quoted as a launch error; its other messages are skipped. Output of the
 server and client sides captured together (the table printed twice, each side with its
 own ``#bytes`` header) is accepted; two different rows for one message size
 (``--run_infinitely``, or two runs concatenated), or a row printed more often than there
@@ -43,6 +45,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.launcher_text import launcher_lines, launcher_messages, raise_if_fatal
 from rackgate.parsers.perftest_table import (
     MIB,
     BwRow,
@@ -190,9 +193,12 @@ def _scan(text: str, tool: str) -> _Scan:
     s = _Scan(tool, [], [], [], rows=[], warnings=[], notes=[])
     assert s.rows is not None and s.warnings is not None and s.notes is not None
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    launched = launcher_messages(lines)
+    raise_if_fatal(launched, tool)
+    launcher = launcher_lines(launched)
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
-        if not line:
+        if not line or lineno in launcher:
             continue
         if _DASHES.match(line):
             s.closed = True

@@ -13,11 +13,13 @@ and removes it afterwards), else ``RACKGATE_BMC_PASSWORD``; the user is ``--user
      "resources": {"<@odata.id>": <the resource exactly as the service returned it>, ...}}
 
 ``power`` reads ``/redfish/v1/Chassis/<id>`` and follows its ``PowerSubsystem`` link
-(``PowerSupplies`` collection, each supply and its ``Metrics``) and its legacy ``Power``
-link. ``cooling`` reads ``/redfish/v1/ThermalEquipment/CDUs/<id>`` and follows
-``PrimaryCoolantConnectors``, ``SecondaryCoolantConnectors`` and ``LeakDetection`` (with
-its ``LeakDetectors`` collection). Collection decides nothing: parsing and judging happen
-later (``rackgate.parsers.redfish``, ``rackgate.checks.cooling``).
+(``PowerSupplies`` collection, each supply, taken from the collection when the service
+expands its members, and its ``Metrics``) and its legacy ``Power`` link. ``cooling``
+reads ``/redfish/v1/ThermalEquipment/CDUs/<id>`` and follows ``PrimaryCoolantConnectors``,
+``SecondaryCoolantConnectors`` and ``LeakDetection`` (with its ``LeakDetectors``
+collection). Collection decides nothing: parsing and judging happen
+later (``rackgate.parsers.redfish``, ``rackgate.checks.cooling``,
+``rackgate.checks.redfish_power``).
 
 Exit status: 0 collected; 1 the service answered with an HTTP error, refused the
 credentials, could not be reached or timed out (stderr names the URL and the status);
@@ -68,10 +70,16 @@ class Walker:
         return self.found[path]
 
     def members(self, collection: str) -> list[dict[str, Any]]:
+        """The collection's members: each read from its own URI, unless the service sent
+        the collection ``$expand``-ed (a member with an ``@odata.type`` is the resource
+        itself): then it is taken as given, not read a second time (a second reading
+        could differ from the first, and the parser refuses copies that differ)."""
         coll = self.get(collection)
         out = []
         for m in coll.get("Members", []) or []:
             if isinstance(m, dict) and isinstance(m.get("@odata.id"), str):
+                if "@odata.type" in m:
+                    self.found.setdefault(m["@odata.id"], m)
                 out.append(self.get(m["@odata.id"]))
         return out
 

@@ -21,10 +21,21 @@ from pydantic import Field, model_validator
 
 from rackgate.checks.base import Check, Params, Scope
 from rackgate.model import Judgement, Status
-from rackgate.parsers.multipath import MultipathTopology, parse_multipath_ll
+from rackgate.parsers.multipath import MultipathMap, MultipathTopology, parse_multipath_ll
 from rackgate.profile import Hardware, Threshold
 
-_WWID = r"^[A-Za-z0-9._:-]{1,128}$"
+# a WWID as multipath shows it; inner spaces are kept (a SCSI T10 vendor ID designator,
+# "1IET     00080001", as udev gives it), so a profile lists it quoted, spaces and all
+_WWID = r"^[A-Za-z0-9._:-](?:[A-Za-z0-9._: -]{0,126}[A-Za-z0-9._:-])?$"
+
+
+def _shown(name: str) -> str:
+    """A map name or WWID in a message: quoted when it holds spaces, so they can be seen.
+
+    >>> _shown("mpatha"), _shown("1IET     00080001")
+    ('mpatha', "'1IET     00080001'")
+    """
+    return repr(name) if any(c.isspace() for c in name) else name
 
 
 class MultipathParams(Params):
@@ -51,6 +62,11 @@ class MultipathParams(Params):
         return self
 
 
+def _label(m: MultipathMap) -> str:
+    """``mpatha (3600a...)``, or the WWID alone when the map is named by it."""
+    return _shown(m.name) if m.name == m.wwid else f"{_shown(m.name)} ({_shown(m.wwid)})"
+
+
 def multipath_command(params: MultipathParams, hostvars: Mapping[str, Any]) -> list[str]:
     return ["multipath", "-ll"]
 
@@ -62,7 +78,7 @@ def judge_multipath(topo: MultipathTopology, params: MultipathParams,
     none unhealthy. A path or map listed twice is refused by the parser."""
     assert hardware.storage is not None and hardware.storage.multipath_paths_per_lun
     want = hardware.storage.multipath_paths_per_lun
-    luns = f"LUNs {', '.join(params.wwids)}" if params.wwids else \
+    luns = f"LUNs {', '.join(map(_shown, params.wwids))}" if params.wwids else \
         f"{params.lun_count} LUNs" if params.lun_count else "the expected LUNs"
     expected = f"{luns}, each with >= {want} active/ready paths, none failed"
     details: dict[str, float | str] = {"maps": len(topo.maps)}
@@ -77,18 +93,20 @@ def judge_multipath(topo: MultipathTopology, params: MultipathParams,
     fails: list[str] = []
     if params.wwids:
         found = {m.wwid for m in topo.maps}
-        fails += [f"LUN {w}: no multipath map" for w in params.wwids if w not in found]
-        fails += [f"{m.name} ({m.wwid}): not an expected LUN" for m in topo.maps
+        fails += [f"LUN {_shown(w)}: no multipath map" for w in params.wwids
+                  if w not in found]
+        fails += [f"{_label(m)}: not an expected LUN" for m in topo.maps
                   if m.wwid not in params.wwids]
     elif params.lun_count is not None and len(topo.maps) != params.lun_count:
         fails.append(f"{len(topo.maps)} multipath map(s) "
-                     f"({', '.join(m.name for m in topo.maps)}), expected {params.lun_count}")
+                     f"({', '.join(_shown(m.name) for m in topo.maps)}), expected "
+                     f"{params.lun_count}")
     for m in topo.maps:
         good = [p for p in m.paths if p.healthy]
         bad = [f"{p.device} ({p.hctl}) {p.dm_state} {p.path_state} {p.online_state}".rstrip()
                for p in m.paths if not p.healthy]
         if len(good) < want or bad:
-            fails.append(f"{m.name} ({m.wwid}): {len(good)}/{want} healthy paths"
+            fails.append(f"{_label(m)}: {len(good)}/{want} healthy paths"
                          + (f", not healthy: {', '.join(bad)}" if bad else ""))
     least = float(min(sum(p.healthy for p in m.paths) for m in topo.maps))
     if fails:

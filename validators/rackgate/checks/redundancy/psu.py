@@ -5,10 +5,18 @@
 allow-lists below (present, nothing else asserted); every redundancy sensor Fully
 Redundant when the profile expects redundancy; Power Unit sensors asserting nothing; PSU
 input power plausible, under the BMC's critical threshold and under ``input_power`` when
-the profile gives it. A state on no list is an error naming the sensor and the text.
-``sdr elist`` rather than ``sdr type "Power Supply"``: Intel boards report PSU redundancy
-on a Power Unit (09h) sensor that the type filter leaves out. Format: IPMI v2.0 (Table
-42-2, 42-3) and ipmitool's ``lib/ipmi_sdr.c`` (``parsers.ipmi``).
+the profile gives it. The states of every Power Supply sensor are judged whatever its
+reading's unit: an HP iLO status sensor that also reads Watts (``0 Watts, Presence
+detected, Failure detected``) is one supply, counted once, judged by its states and its
+Watts. Health comes from the IPMI offsets of the asserted states (text, or the state
+mask), never from a tool's status column or FreeIPMI's State (whose Warning or Critical
+is a finding all the same). A state on no list is an error naming the sensor and the
+text. ``sdr elist`` rather than ``sdr type "Power Supply"``: Intel boards report PSU
+redundancy on a Power Unit (09h) sensor that the type filter leaves out. The parser also
+reads ``ipmitool sensor`` and FreeIPMI ``ipmi-sensors`` listings, which this judge holds to
+the same rules (the check collects ``sdr elist``). IPMI v2.0 (Table 42-2, 42-3),
+ipmitool's ``lib/ipmi_sdr.c`` and ``lib/ipmi_sensor.c``, FreeIPMI's ipmi-sensors(8): see
+``parsers.ipmi``.
 """
 
 from __future__ import annotations
@@ -22,57 +30,24 @@ from rackgate.checks.base import SECRET_FILE, Check, CommandError, Params, Scope
 from rackgate.checks.findings import Finding, message, verdict
 from rackgate.model import Judgement, Status
 from rackgate.parsers.ipmi import IpmiSdr, IpmiSensor, PsuKind, parse_ipmi_sdr, psu_sensors
+from rackgate.parsers.ipmi_states import (
+    POWER_UNIT_HEALTHY,
+    POWER_UNIT_STATES,
+    PSU_HEALTHY,
+    PSU_STATES,
+    REDUNDANCY_HEALTHY,
+    REDUNDANCY_STATES,
+    offset_of,
+)
 from rackgate.profile import Hardware, Threshold
 
-# Allow-lists of the discrete states, offset -> the names ipmitool prints for it (its
-# sensor_specific_event_types / generic_event_types tables, include/ipmitool/ipmi_sel.h,
-# printed by ipmi_sdr_print_discrete_state_mini in lib/ipmi_sdr.c) and the name in the IPMI
-# v2.0 specification. Bit n of a 3-column ``0xNN`` reading is offset n. A state is healthy
-# only when its offset is in the healthy set; a known state outside it is a finding; text
-# that is on no list (a new firmware's wording, a garbled byte) is an error, never a pass.
-#
-# Table 42-3, sensor type 08h (Power Supply), sensor-specific offsets:
-PSU_STATES: dict[int, tuple[str, ...]] = {
-    0: ("Presence detected",),
-    1: ("Failure detected", "Power Supply Failure detected"),
-    2: ("Predictive failure",),
-    3: ("Power Supply AC lost", "Power Supply input lost (AC/DC)"),
-    4: ("AC lost or out-of-range", "Power Supply input lost or out-of-range"),
-    5: ("AC out-of-range, but present", "Power Supply input out-of-range, but present"),
-    # ipmitool prints "Config Error"; its SEL decoder adds ": Vendor Mismatch", ": Revision
-    # Mismatch", ... from event data 3: any "Config Error: <detail>" is this offset too
-    6: ("Config Error", "Configuration error"),
-    # errata: "Power Supply Inactive (in standby state)": present but carrying no load
-    7: ("Power Supply Inactive", "Power Supply Inactive (in standby state)"),
-}
-PSU_HEALTHY = frozenset({0})  # present, nothing else asserted
-# Table 42-3, sensor type 09h (Power Unit): every offset is a power-delivery event, so a
-# healthy power unit asserts none of them.
-POWER_UNIT_STATES: dict[int, tuple[str, ...]] = {
-    0: ("Power off/down", "Power Off / Power Down"),
-    1: ("Power cycle",),
-    2: ("240VA power down", "240VA Power Down"),
-    3: ("Interlock power down", "Interlock Power Down"),
-    4: ("AC lost", "AC lost / Power input lost"),
-    5: ("Soft-power control failure", "Soft Power Control Failure"),
-    6: ("Failure detected", "Power Unit Failure detected"),
-    7: ("Predictive failure",),
-}
-POWER_UNIT_HEALTHY: frozenset[int] = frozenset()
-# Table 42-2, generic reading type 0Bh (redundancy), on a PSU or Power Unit sensor:
-REDUNDANCY_STATES: dict[int, tuple[str, ...]] = {
-    0: ("Fully Redundant",),
-    1: ("Redundancy Lost",),
-    2: ("Redundancy Degraded",),
-    3: ("Non-Redundant: Sufficient from Redundant",
-        "Non-redundant: Sufficient Resources from Redundant"),
-    4: ("Non-Redundant: Sufficient from Insufficient",
-        "Non-redundant: Sufficient Resources from Insufficient Resources"),
-    5: ("Non-Redundant: Insufficient Resources", "Non-redundant: Insufficient Resources"),
-    6: ("Redundancy Degraded from Fully Redundant",),
-    7: ("Redundancy Degraded from Non-Redundant", "Redundancy Degraded from Non-redundant"),
-}
-REDUNDANCY_HEALTHY = frozenset({0})
+# Allow-lists of the discrete states (parsers.ipmi_states: offset -> the names ipmitool,
+# the IPMI v2.0 specification and FreeIPMI give it; Table 42-3 for the Power Supply (08h)
+# and Power Unit (09h) sensor types, Table 42-2 for the generic redundancy type 0Bh). A
+# state is healthy only when its offset is in the healthy set: a PSU present with nothing
+# else asserted, redundancy Fully Redundant, a power unit asserting nothing. A known state
+# outside it is a finding; text on no list (a new firmware's wording, a garbled byte) and
+# a mask bit the type lacks are errors, never a pass.
 _CRITICAL = frozenset({"cr", "nr", "ucr", "unr", "lcr", "lnr"})
 _NONCRITICAL = frozenset({"nc", "unc", "lnc"})
 # No single PSU input reads above this: the largest 8-GPU nodes are specified at 14.3 kW
@@ -117,62 +92,64 @@ def psu_ipmi_command(params: PsuIpmiParams, hostvars: Mapping[str, Any]) -> list
             "-f", SECRET_FILE, "-C", str(params.cipher_suite), "sdr", "elist"]
 
 
-def _offset(table: Mapping[int, tuple[str, ...]], state: str) -> int | None:
-    """The offset whose name ``state`` is (case-insensitive), or None when it is on no list."""
-    low = state.strip().lower()
-    for offset, names in table.items():
-        if any(low == n.lower() for n in names):
-            return offset
-    if table is PSU_STATES and low.startswith("config error:"):
-        return 6
-    return None
-
-
 _TABLES = {"psu": (PSU_STATES, PSU_HEALTHY, "Power Supply (08h)"),
            "power_unit": (POWER_UNIT_STATES, POWER_UNIT_HEALTHY, "Power Unit (09h)"),
            "redundancy": (REDUNDANCY_STATES, REDUNDANCY_HEALTHY, "redundancy (0Bh)")}
 
 
-def _asserted(kind: PsuKind, s: IpmiSensor) -> tuple[set[int], list[Finding]]:
-    """The offsets a discrete sensor asserts (from its states, else its 0xNN bits), and an
-    error for each state or bit that is on no list."""
-    table, _, what = _TABLES[kind]
+def _asserted(kind: PsuKind, s: IpmiSensor) -> tuple[set[int], list[str], list[Finding]]:
+    """The offsets a discrete sensor asserts (from its state mask, else its state text, else
+    its 0xNN bits), the names of those outside the healthy set (as printed, for text), and
+    an error for each state or bit that is on no list."""
+    table, healthy, what = _TABLES[kind]
     offsets: set[int] = set()
+    bad: list[str] = []
     errors: list[Finding] = []
-    if s.states is not None:
+    bits, shown = (s.state_mask, f"state mask {s.mask_text}") if s.state_mask is not None \
+        else (s.state_bits, f"reading 0x{s.state_bits or 0:02x}")
+    if s.state_mask is None and s.states is not None:
+        tool = "FreeIPMI" if s.record_id is not None else "ipmitool"
         for state in s.states:
-            offset = _offset(table, state)
+            offset = offset_of(table, state)
             if offset is None:
-                errors.append((Status.ERROR, f"{s.label}: state {state!r} is not one ipmitool "
+                errors.append((Status.ERROR, f"{s.label}: state {state!r} is not one {tool} "
                                              f"prints for a {what} sensor: cannot be judged"))
-            else:
-                offsets.add(offset)
-    elif s.state_bits is not None:
+                continue
+            offsets.add(offset)
+            if offset not in healthy and state not in bad:
+                bad.append(state)
+    elif bits is not None:
         for bit in range(16):
-            if s.state_bits >> bit & 1:
-                if bit in table:
-                    offsets.add(bit)
-                else:
-                    errors.append((Status.ERROR, f"{s.label}: reading 0x{s.state_bits:02x} "
-                                                 f"asserts offset {bit}, which a {what} "
-                                                 "sensor does not have"))
-    return offsets, errors
+            if not bits >> bit & 1:
+                continue
+            if bit not in table:
+                errors.append((Status.ERROR, f"{s.label}: {shown} asserts offset {bit}, which a "
+                                             f"{what} sensor does not have"))
+            else:
+                offsets.add(bit)
+                if bit not in healthy:
+                    bad.append(table[bit][0])
+    return offsets, bad, errors
 
 
 def _where(s: IpmiSensor) -> str:
+    if s.state_mask is not None:
+        return f" (state mask {s.mask_text})"
     return f" (reading 0x{s.state_bits:02x})" if s.states is None and s.state_bits is not None \
         else ""
 
 
 # The 3-column ``ipmitool sdr`` form prints Get Sensor Reading's response byte 2 as 0xNN
 # (ipmi_sdr_print_sensor_fc), which IPMI v2.0 (35.14) says to ignore for a sensor without
-# a numeric reading: a discrete sensor's asserted states are bytes 4-5, which only
-# ``sdr elist`` and ``sdr -v`` print. Some BMCs mirror the states in byte 2 (ipmi_sim; the
-# power bays of ipmitool issue 318), others always print 0x00 (IBM IMM, and issue 176's
-# redundancy sensor reads 0x00 with Redundancy Lost asserted). A fault bit is taken as the
-# BMC's word for a fault; no 0xNN reading is taken as evidence of health.
+# a numeric reading: a discrete sensor's asserted states are bytes 4-5, which ``sdr
+# elist``, ``sdr -v`` and ``ipmitool sensor`` print. Some BMCs mirror the states in byte 2
+# (ipmi_sim; the power bays of ipmitool issue 318), others always print 0x00 (IBM IMM, and
+# issue 176's redundancy sensor reads 0x00 with Redundancy Lost asserted). A fault bit is
+# taken as the BMC's word for a fault; no 0xNN reading is taken as evidence of health.
 _THREE_COLUMN = ("the 3-column 'ipmitool sdr' reading is not the sensor's states (IPMI "
                  "leaves it unspecified for discrete sensors): collect 'sdr elist'")
+_HIDDEN = ("'ipmitool sensor' prints only the analog reading of a discrete sensor that has "
+           "one, not its states: collect 'sdr elist'")
 
 
 def _sensor_findings(kind: PsuKind, s: IpmiSensor, want_redundancy: bool,
@@ -180,29 +157,35 @@ def _sensor_findings(kind: PsuKind, s: IpmiSensor, want_redundancy: bool,
     """Every finding on one PSU sensor; none means positively healthy."""
     if not s.readable:
         return [(Status.FAIL, f"{s.label}: not readable (status {s.status or '?'})")]
+    out: list[Finding] = []
+    if s.analysed in ("Critical", "Warning"):  # FreeIPMI's own reading: a fault, never health
+        out.append((Status.FAIL if s.analysed == "Critical" else Status.WARN,
+                    f"{s.label}: FreeIPMI state {s.analysed}"))
+    if s.watts is not None:  # a Power Supply sensor with Watts (HP) is judged as both
+        out += _power_findings(s, threshold, max_w)
     if kind == "power":
-        return _power_findings(s, threshold, max_w)
-    if s.states is None and s.state_bits is None:
-        return [(Status.ERROR, f"{s.label}: no state shown (neither a state list nor a 0xNN "
-                               "reading): cannot be judged")]
-    table, healthy, _ = _TABLES[kind]
-    offsets, out = _asserted(kind, s)
-    bad = [table[o][0] for o in sorted(offsets - healthy)]
+        return out
+    if s.states is None and s.state_mask is None and s.state_bits is None:
+        why = _HIDDEN if s.states_hidden else "neither a state list nor a 0xNN reading"
+        return [*out, (Status.ERROR, f"{s.label}: no state shown ({why}): cannot be judged")]
+    _, healthy, _ = _TABLES[kind]
+    offsets, bad, errors = _asserted(kind, s)
+    out += errors
     if bad:
         fault = Status.FAIL if kind != "redundancy" or want_redundancy else Status.WARN
         out.append((fault, f"{s.label}: {', '.join(bad)}{_where(s)}"))
-    if s.states is None:  # a 0xNN reading: faults count, health is never shown by it
+    if s.states is None and s.state_mask is None:  # 0xNN: faults count, health is not shown
         if not bad and (kind != "redundancy" or want_redundancy):
             out.append((Status.ERROR, f"{s.label}: reading 0x{s.state_bits or 0:02x}: "
                                       f"{_THREE_COLUMN}"))
         return out
     if kind == "redundancy" and want_redundancy and not bad and not offsets & healthy \
-            and not out:
+            and not errors:
         out.append((Status.ERROR, f"{s.label}: asserts no redundancy state: Fully Redundant "
                                   "not shown"))
     if kind == "psu" and not offsets & healthy:
         out.append((Status.FAIL, f"{s.label}: presence not asserted (states: "
-                                 f"{', '.join(s.states) or 'none'})"))
+                                 f"{', '.join(s.states or ()) or 'none'}{_where(s)})"))
     return out
 
 
@@ -256,7 +239,7 @@ def judge_psu_ipmi(sdr: IpmiSdr, params: PsuIpmiParams, thresholds: Mapping[str,
         names = ", ".join(status_sensors) or "none"
         findings.insert(0, (Status.FAIL, f"{len(status_sensors)} PSU status sensor(s) "
                                          f"({names}), the profile expects {want}"))
-    watts = [s.watts for k, s in sensors if k == "power" and s.watts is not None]
+    watts = [s.watts for k, s in sensors if k in ("power", "psu") and s.watts is not None]
     details: dict[str, float | str] = {
         "psu_sensors": ", ".join(status_sensors),
         "redundancy_sensors": ", ".join(s.label for k, s in sensors if k == "redundancy"),
