@@ -131,7 +131,7 @@ def test_bonding_two_reads_without_the_done_line_is_an_error():
 
 def test_bonding_two_reads_of_a_node_without_bonds():
     j = judge(body("bonding-two-reads-none.txt"), BondingParams())
-    assert j.status is Status.PASS and j.message == "no bonds expected", j.message
+    assert j.status is Status.PASS and j.message == "no bonds expected, none found", j.message
     j = judge(body("bonding-two-reads-none.txt"))
     assert j.status is Status.FAIL and "bond1: no such bond" in j.message, j.message
 
@@ -390,3 +390,9 @@ def test_bonding_any_injected_fault_never_passes(data):
                 end=len(HEALTHY_ARP.rstrip())))
 def test_bonding_degraded_two_read_evidence_never_passes(text):
     assert outcome(parse_bonding, lambda r: judge_bonding(r, AB, LIMIT, HW), text) in BAD
+
+
+def test_bonding_a_bond_where_the_profile_expects_none_is_foreign_and_fails():
+    j = judge(body("bonding-two-reads-healthy.txt"), BondingParams())
+    assert j.status is Status.FAIL, j.message
+    assert j.message.startswith("bond(s) ") and "the profile expects none" in j.message

@@ -284,7 +284,7 @@ def test_bonding_each_fault_fails_and_names_bond_and_member(fixture, words):
 
 def test_bonding_none_expected_none_found_passes():
     j = bond("bonding-none.txt", BondingParams())
-    assert j.status is Status.PASS and j.message == "no bonds expected"
+    assert j.status is Status.PASS and j.message == "no bonds expected, none found"
 
 
 def test_bonding_missing_member_fails():

@@ -214,9 +214,12 @@ def _read_findings(want: ExpectedBond, bond: Bond, before: Bond | None,
 def judge_bonding(report: BondingReport, params: BondingParams,
                   thresholds: Mapping[str, Threshold], hardware: Hardware) -> Judgement:
     found = {b.name: b for b in report.bonds}
-    if not params.bonds:
-        extra = f" (found {', '.join(sorted(found))}, not judged)" if found else ""
-        return Judgement(Status.PASS, f"no bonds expected{extra}")
+    if not params.bonds:  # the profile says this node has no bond: one found is foreign
+        if found:
+            return Judgement(Status.FAIL, f"bond(s) {', '.join(sorted(found))} found, the "
+                             "profile expects none (params.bonds): list them to have them "
+                             "judged", expected="no bonds")
+        return Judgement(Status.PASS, "no bonds expected, none found", expected="no bonds")
     limit, limit_error, note = _limit(thresholds)
     fails: list[str] = []
     errors: list[str] = [limit_error] if limit_error else []
