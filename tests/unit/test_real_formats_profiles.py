@@ -414,3 +414,28 @@ def test_dgx_profiles_state_their_nics_pcie_links_with_the_arithmetic(name, link
             continue
         assert n.pcie is not None and (n.pcie.width, n.pcie.generation) == link, n.role
         assert "x 128/130 / 8" in n.pcie.basis and "user manuals" in n.pcie.basis
+
+
+FOUR_A6000 = "topology/topo-4x-rtx-a6000-two-bridges-healthy.txt"
+FOUR_A6000_MISSING = "topology/topo-4x-rtx-a6000-gpu2-gpu3-bridge-missing.txt"
+
+
+def four_a6000() -> Hardware:
+    return Hardware(gpu=GpuSpec.model_validate({
+        "model": "NVIDIA RTX A6000", "count": 4, "nvlinks_per_gpu": 4, "source": SRC,
+        "nvlink_topology": {"kind": "pairs", "name": "nvlink-bridge",
+                            "pairs": [[0, 1, 4], [2, 3, 4]],
+                            "basis": "two NVLink bridges, one per pair of cards"}}),
+        nics=[NicSpec(role="compute", count=2, rate_gbps=100, link_layer="Ethernet",
+                      source=SRC)])
+
+
+def test_topo_four_a6000_in_two_bridged_pairs_pass_and_a_missing_bridge_fails():
+    """The shape the old rule (NVLink between every GPU pair once a generation is set)
+    failed: bridged pairs, and PCIe between the pairs."""
+    j = affinity(read(FOUR_A6000), four_a6000())
+    assert j.status is Status.PASS, j.message
+    assert "exactly the 2 NVLink pairs of the profile's nvlink-bridge" in j.message
+    j = affinity(read(FOUR_A6000_MISSING), four_a6000())
+    assert j.status is Status.FAIL
+    assert "GPU2-GPU3 NODE (expected NV4)" in j.message
