@@ -312,7 +312,8 @@ def test_the_pcie_cloud_profile_is_the_x8_worked_example():
     p = load_profile("aws-g5-48xlarge")
     gpu = p.model.hardware.gpu
     assert gpu is not None and (gpu.model, gpu.count) == ("NVIDIA A10G", 8)
-    assert gpu.nvswitch is False and gpu.expected_nvlink_pairs() == {}
+    assert gpu.nvlink_topology is not None and gpu.nvlink_topology.kind == "none"
+    assert gpu.expected_nvlink_pairs() == {}
     assert gpu.pcie is not None and "x16" in gpu.pcie.basis  # the card's own width, cited
 
 

@@ -110,7 +110,7 @@ def test_gpu_block_is_what_the_profile_documents(name):
     assert (gpu.model, gpu.count, gpu.memory_mib) == (model, count, mib)
     assert (gpu.nvlink_generation, gpu.nvlinks_per_gpu, gpu.nvlink_gb_s_per_gpu) == \
         (gen, links, gbs)
-    assert gpu.nvswitch is True
+    assert gpu.nvlink_topology is not None and gpu.nvlink_topology.kind == "nvswitch"
 
 
 @pytest.mark.parametrize("name", HARDWARE_PROFILES)

@@ -26,8 +26,8 @@ their RDMA devices apart.
 >>> g = GpuSpec(model="NVIDIA RTX A6000", count=2, nvlinks_per_gpu=4, source="a doctest "
 ...     "stand-in for a datasheet", nvlink_topology={"kind": "pairs", "name": "nvlink-bridge",
 ...     "pairs": [[0, 1, 4]], "basis": "one NVLink bridge joins the two cards"})
->>> g.expected_nvlink_pairs(), g.nvswitch
-({(0, 1): 4}, False)
+>>> g.expected_nvlink_pairs(), g.nvlink_topology.kind
+({(0, 1): 4}, 'pairs')
 """
 
 from __future__ import annotations
@@ -168,11 +168,6 @@ class GpuSpec(BaseModel):
             if off:
                 raise ValueError(f"nvlink_topology pairs give {', '.join(off)} links, but "
                                  f"nvlinks_per_gpu is {links} for every GPU")
-
-    @property
-    def nvswitch(self) -> bool:
-        """Every GPU pair through NVSwitch (Fabric Manager runs on such nodes)."""
-        return isinstance(self.nvlink_topology, NvSwitchTopology)
 
     def expected_nvlink_pairs(self) -> dict[tuple[int, int], int] | None:
         """(gpu_a, gpu_b) with a < b -> NV# bond the matrix must show; every other pair no

@@ -88,11 +88,8 @@ def _pcie_findings(g: Gpu, p: GpuHealthParams, want: PcieLink | None
     (checks.pcie), else against the device's own maximum (nvidia-smi "Max")."""
     idle = "" if p.require_max_gen else " (may be idle power saving)"
     slow = Status.FAIL if p.require_max_gen else Status.WARN
-    if want is not None:
-        out = link_findings(g.pcie_width_current, g.pcie_gen_current, g.pcie_gen_max,
-                            want, slow, idle)
-    else:
-        out = []
+    out = [] if want is None else link_findings(g.pcie_width_current, g.pcie_gen_current,
+                                                g.pcie_gen_max, want, slow, idle)
     cur, top = g.pcie_width_current, g.pcie_width_max
     if (want is None or want.width is None) and cur is not None and top is not None \
             and cur < top:

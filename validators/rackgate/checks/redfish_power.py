@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rackgate.checks.base import Params
 from rackgate.checks.findings import Finding, message, verdict
-from rackgate.checks.redundancy.psu import INPUT_OVER_RATING, MAX_PSU_INPUT_W
+from rackgate.checks.redundancy.psu import max_input_watts
 from rackgate.model import Judgement, Status
 from rackgate.parsers.redfish_power import PowerRecord, PowerSupplyState
 from rackgate.profile import Hardware, Threshold
@@ -173,8 +173,7 @@ def judge_psu_redfish(rec: PowerRecord, params: PsuRedfishParams,
     spares: list[str] = []
     good = failed = 0
     # the same physical bound as redundancy.psu_ipmi's (its basis is given there)
-    max_w = MAX_PSU_INPUT_W if hardware.psu.watts_each is None \
-        else hardware.psu.watts_each * INPUT_OVER_RATING
+    max_w = max_input_watts(hardware.psu)
     for s in rec.supplies:
         state, f = _supply(s, params, notes)
         findings += f

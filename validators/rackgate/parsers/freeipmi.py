@@ -32,7 +32,7 @@ import re
 from dataclasses import replace
 
 from rackgate.parsers import ParseError
-from rackgate.parsers.ipmi_model import WATTS_UNITS, IpmiSensor, finite_watts
+from rackgate.parsers.ipmi_model import WATTS_UNITS, IpmiSensor, finite_watts, refuse
 
 TOOL = "ipmi-sensors"
 COLUMNS = ("ID", "Name", "Type", "State", "Reading", "Units", "Lower NR", "Lower C",
@@ -74,7 +74,7 @@ def headerless(line: str) -> Layout | None:
 
 
 def _refuse(line: str, why: str) -> ParseError:
-    return ParseError(f"{TOOL}: line {line.strip()[:160]!r}: {why}")
+    return refuse(TOOL, line, why)
 
 
 def _cells(line: str, sep: str, cols: tuple[str, ...]) -> dict[str, str]:

@@ -58,6 +58,11 @@ class IpmiSdr:
 WATTS_UNITS = frozenset({"watts", "watt", "w"})
 
 
+def refuse(tool: str, line: str, why: str) -> ParseError:
+    """The ParseError for a line of ``tool``'s listing that does not fit its format."""
+    return ParseError(f"{tool}: line {line.strip()[:160]!r}: {why}")
+
+
 def finite_watts(text: str, sensor: str, tool: str = "ipmitool sdr") -> float:
     """A finite number of Watts, or ParseError naming the sensor and the text."""
     try:

@@ -31,7 +31,7 @@ import math
 import re
 
 from rackgate.parsers import ParseError
-from rackgate.parsers.ipmi_model import WATTS_UNITS, IpmiSensor, finite_watts
+from rackgate.parsers.ipmi_model import WATTS_UNITS, IpmiSensor, finite_watts, refuse
 
 TOOL = "ipmitool sensor"
 _COLUMNS = 10
@@ -43,7 +43,7 @@ _THRESHOLD_STATUS = frozenset({"ok", "nc", "cr", "nr", "unc", "ucr", "unr", "lnc
 
 
 def _refuse(line: str, why: str) -> ParseError:
-    return ParseError(f"{TOOL}: line {line.strip()[:160]!r}: {why}")
+    return refuse(TOOL, line, why)
 
 
 def _threshold_value(text: str) -> bool:

@@ -163,7 +163,8 @@ def expand_hostlist(expr: str) -> list[str]:
     return names
 
 
-def _trim(text: str) -> str:
+def trim_reason(text: str) -> str:
+    """A launcher's words on one line, at most MAX_REASON_CHARS."""
     return " ".join(text.split())[:MAX_REASON_CHARS]
 
 
@@ -186,8 +187,8 @@ class _Evidence:
             node = self.node(host)
             if node is not None:
                 reasons = (self.killed if killed else self.primary).setdefault(node, [])
-                if _trim(why) not in reasons and len(reasons) < MAX_REASONS:
-                    reasons.append(_trim(why))
+                if trim_reason(why) not in reasons and len(reasons) < MAX_REASONS:
+                    reasons.append(trim_reason(why))
 
     def failure(self) -> JobFailure:
         chosen = self.primary or self.killed

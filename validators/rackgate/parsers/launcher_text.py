@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rackgate.parsers import LaunchError
-from rackgate.parsers.launch_failure import MAX_REASON_CHARS
+from rackgate.parsers.launch_failure import trim_reason
 
 DASH_LINE = "-" * 74  # opal/util/show_help.c, PRRTE's and PMIx's show_help: dash_line
 
@@ -63,10 +63,6 @@ class LauncherMessage:
     fatal: bool  # the job did not run as launched (else a warning; the job went on)
 
 
-def _trim(text: str) -> str:
-    return " ".join(text.split())[:MAX_REASON_CHARS]
-
-
 def launcher_messages(lines: Sequence[str]) -> tuple[LauncherMessage, ...]:
     """The launcher messages among ``lines`` (launcher labels already removed). A help block
     with no closing dash line runs to the end (the output was cut)."""
@@ -77,16 +73,16 @@ def launcher_messages(lines: Sequence[str]) -> tuple[LauncherMessage, ...]:
         if line == DASH_LINE:
             end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == DASH_LINE),
                        len(lines) - 1)
-            text = _trim(" ".join(lines[i + 1:end + (lines[end].strip() != DASH_LINE)]))
+            text = trim_reason(" ".join(lines[i + 1:end + (lines[end].strip() != DASH_LINE)]))
             found.append(LauncherMessage(i + 1, end + 1, "Open MPI", text,
                                          bool(_MPI_FATAL.search(text))))
             i = end + 1
             continue
         if m := _SLURM.match(line):
-            found.append(LauncherMessage(i + 1, i + 1, m.group(1).split("-")[0], _trim(line),
-                                         True))
+            found.append(LauncherMessage(i + 1, i + 1, m.group(1).split("-")[0],
+                                         trim_reason(line), True))
         elif _MPI_FATAL.search(line):
-            found.append(LauncherMessage(i + 1, i + 1, "Open MPI", _trim(line), True))
+            found.append(LauncherMessage(i + 1, i + 1, "Open MPI", trim_reason(line), True))
         i += 1
     return tuple(found)
 

@@ -89,10 +89,11 @@ def parse_mpi_allreduce(text: str) -> AllreduceRun:
     header: dict[str, Any] | None = None
     rows: list[AllreduceRow] = []
     seen: dict[int, int] = {}
-    launched = launcher_messages([_LABEL.sub("", raw, count=1) for raw in text.splitlines()])
+    unlabelled = [_LABEL.sub("", raw, count=1) for raw in text.splitlines()]
+    launched = launcher_messages(unlabelled)
     raise_if_fatal(launched, "mpi_allreduce")
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = _LABEL.sub("", raw, count=1).strip()
+    for lineno, raw in enumerate(unlabelled, start=1):
+        line = raw.strip()
         if not line.startswith("{"):
             continue
         obj = _json(line, lineno)

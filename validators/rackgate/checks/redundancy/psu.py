@@ -39,7 +39,7 @@ from rackgate.parsers.ipmi_states import (
     REDUNDANCY_STATES,
     offset_of,
 )
-from rackgate.profile import Hardware, Threshold
+from rackgate.profile import Hardware, PsuSpec, Threshold
 
 # Allow-lists of the discrete states (parsers.ipmi_states: offset -> the names ipmitool,
 # the IPMI v2.0 specification and FreeIPMI give it; Table 42-3 for the Power Supply (08h)
@@ -59,6 +59,12 @@ _NONCRITICAL = frozenset({"nc", "unc", "lnc"})
 # leaves margin for the sensor's tolerance.
 MAX_PSU_INPUT_W = 20_000.0
 INPUT_OVER_RATING = 1.5
+
+
+def max_input_watts(psu: PsuSpec) -> float:
+    """The most one supply's input can plausibly read (the bounds above), for both BMC
+    protocols' judges."""
+    return MAX_PSU_INPUT_W if psu.watts_each is None else psu.watts_each * INPUT_OVER_RATING
 
 
 class PsuIpmiParams(Params):
@@ -220,8 +226,7 @@ def judge_psu_ipmi(sdr: IpmiSdr, params: PsuIpmiParams, thresholds: Mapping[str,
     assert hardware.psu is not None  # applies() skips profiles without PSUs
     want = hardware.psu.count
     want_redundancy = hardware.psu.redundancy != "none"
-    max_w = MAX_PSU_INPUT_W if hardware.psu.watts_each is None \
-        else hardware.psu.watts_each * INPUT_OVER_RATING
+    max_w = max_input_watts(hardware.psu)
     sensors = psu_sensors(sdr)
     findings: list[Finding] = []
     labels = [s.label for _, s in sensors]
@@ -278,4 +283,4 @@ CHECK = Check(
 )
 
 __all__ = ["CHECK", "INPUT_OVER_RATING", "MAX_PSU_INPUT_W", "PsuIpmiParams", "judge_psu_ipmi",
-           "psu_ipmi_command"]
+           "max_input_watts", "psu_ipmi_command"]
