@@ -49,7 +49,10 @@ declare -A needs=([podman]=podman [runc]=runc [debootstrap]=debootstrap
 declare -A test_needs=([chromium]=chromium   # renders the HTML report (e2e)
                        [promtool]=prometheus # `promtool test rules` for the alert rules
                        [mpirun]=openmpi-bin  # the MPI probe is run for real in the unit tests
-                       [fio]=fio)            # retest collects fio on local hosts (integration)
+                       [fio]=fio             # retest collects fio on local hosts (integration)
+                       # the fabric tests run the real opensm and infiniband-diags against
+                       # ibsim, the simulated fabric (ibsim-run preloads libumad2sim0's library)
+                       [ibsim]=ibsim-utils [opensm]=opensm [ibnetdiscover]=infiniband-diags)
 if $with_tests; then
   for cmd in "${!test_needs[@]}"; do needs[$cmd]="${test_needs[$cmd]}"; done
 fi

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +23,8 @@ import yaml
 
 from rackgate.checks import load_profile
 from rackgate.checks.base import SECRET_FILE
-from rackgate.collect.preflight import (
-    PLAN_NODE,
-    Answer,
-    PlanRefused,
-    Preflight,
-    Problem,
-    build,
-    errors,
-    judge,
-    preflight,
-)
+from rackgate.collect.preflight import PLAN_NODE, PlanRefused, build, errors, judge, preflight
+from rackgate.collect.preflight_records import Answer, Preflight, Problem
 from rackgate.placement import NO_LAUNCH_VAR, RunView
 from rackgate.programs.probes import source
 from rackgate.run import validate
@@ -119,7 +111,10 @@ def test_a_broken_rack_shows_every_problem_at_once(example: RunView,
                                         "192.0.2.104 port 22: No route to host")
     text = messages(judge(pre, got))
     for want in (
-        "error dgx001 node.identity, node.conformance: needs root on host dgx001",
+        # dgx001 is also the fabric host (rackgate_fabric_host): the fabric checks need root
+        "error dgx001 node.identity, node.conformance, fabric.as_built, fabric.links, "
+        "fabric.errors, fabric.sm: needs root on host dgx001",
+        "error dgx002 node.identity, node.conformance: needs root on host dgx002",
         "uid 1000: set ansible_become: true for it; sudo -n true fails there",
         "error dgx001 gpu.dcgm_diag: dcgmi is not on host dgx001",
         "error dgx001 topology.gpu_nic_affinity, fabric.ports: RDMA device mlx5_11, named by "
@@ -139,7 +134,7 @@ def test_a_broken_rack_shows_every_problem_at_once(example: RunView,
 def _without(view: RunView, var: str, value: Any = None) -> RunView:
     hostvars = {h: {k: v for k, v in hv.items() if k != var} | ({var: value} if value else {})
                 for h, hv in view.hostvars.items()}
-    return RunView(view.nodes, hostvars, view.sources, view.profiles, view.launch_host)
+    return replace(view, hostvars=hostvars)
 
 
 def test_no_launch_host_and_no_reason_is_an_error(example: RunView,
@@ -234,3 +229,15 @@ def test_a_healthy_plan_runs_in_seconds(tmp_path: Path, local_inventory: Any) ->
     prep = prepare([str(inv)], load_profile("demo"), checks=["node.identity"])
     problems = preflight(prep.view, prep.selected, prep.inv.sources, forks=4)
     assert errors(problems) == [], messages(problems)
+
+
+def test_fabric_checks_without_a_plan_or_a_fabric_host_are_a_plan_error(
+        example: RunView, example_checks: list[Any]) -> None:
+    from rackgate.placement import NO_FABRIC_HOST, NO_PLAN
+
+    fabric = "fabric.as_built, fabric.links, fabric.errors, fabric.sm"
+    for view, why in ((replace(example, fabric=None), NO_PLAN),
+                      (replace(example, fabric_host=None), NO_FABRIC_HOST)):
+        pre = build(view, example_checks)
+        assert [(p.check, p.message) for p in errors(judge(pre, answers(pre)))] == [
+            (fabric, why)]

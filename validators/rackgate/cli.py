@@ -28,7 +28,9 @@ from rich.table import Table
 from rackgate import __version__
 from rackgate.checks import RACK_REGISTRY, REGISTRY
 from rackgate.checks.base import Check
-from rackgate.collect.preflight import PlanRefused, Problem, errors, preflight
+from rackgate.cli_fabric import register as register_fabric
+from rackgate.collect.preflight import PlanRefused, errors, preflight
+from rackgate.collect.preflight_records import Problem
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.demo.rack import DemoError
 from rackgate.inventory import InventoryError, load_inventory
@@ -36,14 +38,7 @@ from rackgate.model import Verdict
 from rackgate.placement import placement_of
 from rackgate.profile import available_profiles
 from rackgate.reports.verify import verify_report
-from rackgate.run import (
-    RunOutcome,
-    judge_run,
-    load_profile_or_fail,
-    resume,
-    retest,
-    validate,
-)
+from rackgate.run import RunOutcome, judge_run, load_profile_or_fail, resume, retest, validate
 from rackgate.selection import prepare
 from rackgate.store.history import HistoryError, default_history_path, node_history, open_history
 from rackgate.store.manifest import RunError
@@ -154,7 +149,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                    checks=checks or None, runs_dir=Path(args.runs_dir),
                                    forks=args.forks, on_plan=on_plan, progress=on_result,
                                    stop=stop, keep_artifacts=args.keep_artifacts,
-                                   plan_first=not args.no_plan, on_problems=_print_problems)
+                                   plan_first=not args.no_plan, on_problems=_print_problems,
+                                   fabric_plan=args.fabric_plan)
     except PlanRefused as exc:
         _print_problems(exc.problems)
         raise
@@ -185,7 +181,7 @@ def _plan_only(args: argparse.Namespace, checks: Sequence[str]) -> int:
     if args.resume or args.retest or args.no_plan:
         raise RunError("--plan plans a fresh run: drop --resume, --retest and --no-plan")
     prep = prepare(args.inventory, load_profile_or_fail(args.profile), group=args.group,
-                   limit=args.limit, checks=checks or None)
+                   limit=args.limit, checks=checks or None, fabric_plan_file=args.fabric_plan)
     problems = preflight(prep.view, prep.selected, prep.inv.sources, forks=args.forks)
     _print_problems(problems)
     return EXIT_CANNOT_RUN if errors(problems) else EXIT_ACCEPT
@@ -315,6 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("-i", "--inventory", action="append",
                    help="Ansible inventory (repeat to combine sources)")
     v.add_argument("--profile", help="shipped profile name or a profile file")
+    v.add_argument("--fabric-plan", type=Path, help="the fabric plan (default: the fabric.yml "
+                   "beside the inventory, if there is one)")
     v.add_argument("--resume", metavar="RUN_DIR",
                    help="collect only what RUN_DIR lacks (missing, damaged, failed or timed-out "
                         "evidence), then judge the whole run")
@@ -373,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list shipped profiles or registered checks")
     ls.add_argument("what", choices=["profiles", "checks"])
     ls.set_defaults(func=cmd_list)
+    register_fabric(sub)
     return p
 
 

@@ -21,14 +21,17 @@ from rackgate.checks import RACK_REGISTRY, REGISTRY, load_profile, profile_from_
 from rackgate.checks.base import Check
 from rackgate.collect.phases import Collection, record_not_run
 from rackgate.collect.plan import plan
-from rackgate.collect.preflight import Problem, preflight, refuse_on_errors
+from rackgate.collect.preflight import preflight, refuse_on_errors
+from rackgate.collect.preflight_records import Problem
 from rackgate.collect.processes import end_collection
 from rackgate.collect.task import Interrupted, Stop
+from rackgate.fabric.plan import FabricPlan, PlanError, plan_from_document
 from rackgate.inventory import Inventory, load_inventory
 from rackgate.judge.run import judge_stored
 from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
 from rackgate.placement import (
     ACROSS_NODES,
+    ON_FABRIC,
     JudgeJob,
     RunView,
     Usable,
@@ -82,13 +85,14 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
              progress: ProgressFn = lambda h, c, o: None,
              stop: Stop | None = None, plan_first: bool = False,
              on_problems: Callable[[Sequence[Problem]], None] = lambda p: None,
-             keep_artifacts: bool = False) -> RunOutcome:
+             keep_artifacts: bool = False, fabric_plan: Path | None = None) -> RunOutcome:
     """Collect fresh evidence into a new run directory, then judge it. A ``stop`` request
     (SIGTERM/SIGINT in the CLI) ends collection and raises Interrupted. With
     ``plan_first`` (the CLI's default) the plan runs first: its problems go to
     ``on_problems``, and an error raises PlanRefused before any run directory exists."""
     stop = stop or Stop()
-    prep = prepare(inventory, profile, group=group, limit=limit, checks=checks)
+    prep = prepare(inventory, profile, group=group, limit=limit, checks=checks,
+                   fabric_plan_file=fabric_plan)
     if plan_first:
         on_problems(refuse_on_errors(preflight(prep.view, prep.selected, prep.inv.sources,
                                                forks=forks, stop=stop)))
@@ -114,6 +118,11 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         "launch_host": launcher,
         "no_launch_reason": no_launch_reason(inv, hosts) if launcher is None else None,
         "launched": {},
+        # the fabric plan the fabric checks are judged against, as it was (None: no plan)
+        "fabric": None if prep.fabric is None else {
+            "source": prep.fabric.source, "sha256": prep.fabric.sha256,
+            "document": dict(prep.fabric.document)},
+        "fabric_host": prep.fabric_host,
         "revisions": [],
         **versions(),
     }
@@ -190,14 +199,18 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
             raise RunError(f"--limit {limit!r} selects no host of run {run_dir.name} "
                            f"({', '.join(nodes)})")
         store = EvidenceStore(run_dir)
-        per_node, _ = judge_stored(_judge_job(manifest, run.profiles, run.profiles), store,
-                                   REGISTRY, RACK_REGISTRY)
+        per_node, _ = judge_stored(_judge_job(manifest, run.profiles, run.profiles, run_dir),
+                                   store, REGISTRY, RACK_REGISTRY)
         redo = retest_selection(per_node, chosen)
         if not redo:
             raise RunError(f"nothing to retest in {run_dir.name}: no check of "
                            f"{', '.join(sorted(chosen))} ended fail or error")
+        # a job across the nodes is launched again when any node is retested (it measures
+        # the whole set); a fabric query when a retested node failed it
         across = {c for c in manifest["checks"]
                   if c in REGISTRY and placement_of(REGISTRY[c]) is ACROSS_NODES}
+        across |= {c for _, c in redo
+                   if c in REGISTRY and placement_of(REGISTRY[c]) is ON_FABRIC}
 
         def usable(host: str, check: str) -> bool:
             return check not in across and (host, check) not in redo \
@@ -244,7 +257,8 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
     store = EvidenceStore(run_dir)
     nodes = tuple(h["name"] for h in manifest["hosts"])
     view = RunView(nodes, inv.hostvars, tuple(inv.sources), profiles,
-                   manifest.get("launch_host"))
+                   manifest.get("launch_host"), fabric=recorded_fabric(manifest, run_dir),
+                   fabric_host=manifest.get("fabric_host"))
     the_plan = plan(view, selected, usable or store.has_usable)
     on_plan(selected, the_plan.pending(selected))
     for nr in the_plan.not_run:
@@ -287,7 +301,7 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
     """Judge, write the reports into ``out``, then record the judgement in the history
     (whose failure is reported in the outcome, never loses the reports)."""
     hosts = manifest["hosts"]
-    job = _judge_job(manifest, profiles, collected_with)
+    job = _judge_job(manifest, profiles, collected_with, run_dir)
     per_node, judged = judge_stored(job, EvidenceStore(run_dir), REGISTRY, RACK_REGISTRY)
     locations = {h["name"]: h["location"] for h in hosts}
     rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
@@ -306,13 +320,26 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
     return RunOutcome(run_dir, rack, reports, revision=doc["revision"])
 
 
+def recorded_fabric(manifest: Mapping[str, Any], run_dir: Path) -> FabricPlan | None:
+    """The fabric plan a run's manifest records, validated again (None: it has none)."""
+    doc = manifest.get("fabric")
+    if not doc:
+        return None
+    try:
+        return plan_from_document(doc["document"], f"{doc['source']} (as recorded in "
+                                                   f"{run_dir})")
+    except PlanError as exc:
+        raise RunError(str(exc)) from None
+
+
 def _judge_job(manifest: Mapping[str, Any], profiles: Mapping[str, Profile],
-               collected_with: Mapping[str, Profile]) -> JudgeJob:
+               collected_with: Mapping[str, Profile], run_dir: Path) -> JudgeJob:
     return JudgeJob(tuple(h["name"] for h in manifest["hosts"]), tuple(manifest["checks"]),
                     profiles, collected_with, manifest.get("launch_host"),
                     {c: Launched.from_doc(rec)
                      for c, rec in manifest.get("launched", {}).items()},
-                    manifest.get("no_launch_reason"))
+                    manifest.get("no_launch_reason"), recorded_fabric(manifest, run_dir),
+                    manifest.get("fabric_host"))
 
 
 def load_profile_or_fail(name: str) -> Profile:

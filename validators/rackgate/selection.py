@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rackgate.checks import select
 from rackgate.checks.base import Check
+from rackgate.fabric.plan import LoadedPlan, PlanError, load_plan
 from rackgate.inventory import Inventory, InventoryError, limit_hosts, load_inventory
 from rackgate.judge.evidence import not_applicable
 from rackgate.placement import (
     ACROSS_NODES,
+    FABRIC_GROUP,
+    FABRIC_HOST_VAR,
     LAUNCH_GROUP,
     LAUNCH_HOST_VAR,
     NO_LAUNCH_VAR,
+    ON_FABRIC,
     RunView,
     placement_of,
 )
@@ -55,19 +60,54 @@ def select_checks(profile: Profile, names_or_tags: Sequence[str] | None) -> list
     return checks
 
 
+def _named_host(inv: Inventory, hosts: Sequence[str], var: str, group: str) -> str | None:
+    """The host the nodes' ``var`` names (they must agree), else the first host of
+    ``group``, else None."""
+    named = sorted({str(v) for h in hosts if (v := inv.hostvars[h].get(var))})
+    if len(named) > 1:
+        raise RunError(f"the nodes under test disagree on {var}: {named}")
+    if named:
+        if named[0] not in inv.hostvars:
+            raise RunError(f"{var} {named[0]!r} is not a host of inventory "
+                           f"{', '.join(inv.sources)}")
+        return named[0]
+    members = sorted(inv.groups.get(group, ()))
+    return members[0] if members else None
+
+
 def launch_host(inv: Inventory, hosts: Sequence[str]) -> str | None:
     """Where multi-node checks are launched from: the nodes' ``rackgate_launch_host``
     (they must agree), else the first host of group ``slurm_controller``, else None."""
-    named = sorted({str(v) for h in hosts if (v := inv.hostvars[h].get(LAUNCH_HOST_VAR))})
-    if len(named) > 1:
-        raise RunError(f"the nodes under test disagree on {LAUNCH_HOST_VAR}: {named}")
-    if named:
-        if named[0] not in inv.hostvars:
-            raise RunError(f"{LAUNCH_HOST_VAR} {named[0]!r} is not a host of inventory "
-                           f"{', '.join(inv.sources)}")
-        return named[0]
-    controllers = sorted(inv.groups.get(LAUNCH_GROUP, ()))
-    return controllers[0] if controllers else None
+    return _named_host(inv, hosts, LAUNCH_HOST_VAR, LAUNCH_GROUP)
+
+
+def fabric_host(inv: Inventory, hosts: Sequence[str]) -> str | None:
+    """Where the fabric is queried from: the nodes' ``rackgate_fabric_host`` (they must
+    agree), else the first host of group ``subnet_managers``, else None."""
+    return _named_host(inv, hosts, FABRIC_HOST_VAR, FABRIC_GROUP)
+
+
+FABRIC_PLAN_FILE = "fabric.yml"
+
+
+def fabric_plan(sources: Sequence[str], given: Path | None = None) -> LoadedPlan | None:
+    """The fabric plan: ``given`` (``--fabric-plan``), else the ``fabric.yml`` beside the
+    inventory (in an inventory directory, or next to an inventory file), else None.
+    RunError for a plan that cannot be used, or two inventories with one each."""
+    if given is None:
+        found = sorted({str(f) for src in sources
+                        if (f := (Path(src) if Path(src).is_dir() else Path(src).parent)
+                            / FABRIC_PLAN_FILE).is_file()})
+        if len(found) > 1:
+            raise RunError(f"two fabric plans beside the inventories ({', '.join(found)}): "
+                           f"name one with --fabric-plan")
+        if not found:
+            return None
+        given = Path(found[0])
+    try:
+        return load_plan(given)
+    except PlanError as exc:
+        raise RunError(str(exc)) from None
 
 
 def no_launch_reason(inv: Inventory, hosts: Sequence[str]) -> str | None:
@@ -145,17 +185,23 @@ class Prepared:
     overrides: dict[str, Any]
     profiles: dict[str, Profile]
     launch_host: str | None
+    fabric: LoadedPlan | None = None
+    fabric_host: str | None = None
 
     @property
     def view(self) -> RunView:
         return RunView(tuple(self.hosts), self.inv.hostvars, tuple(self.inv.sources),
-                       self.profiles, self.launch_host)
+                       self.profiles, self.launch_host,
+                       fabric=self.fabric.plan if self.fabric else None,
+                       fabric_host=self.fabric_host)
 
 
 def prepare(inventory: Sequence[str], profile: Profile, *, group: str = "compute",
-            limit: str | None = None, checks: Sequence[str] | None = None) -> Prepared:
-    """Resolve the inventory, the hosts, the checks, each node's profile and the launch
-    host; RunError on bad overrides, or a run in which nothing would run."""
+            limit: str | None = None, checks: Sequence[str] | None = None,
+            fabric_plan_file: Path | None = None) -> Prepared:
+    """Resolve the inventory, the hosts, the checks, each node's profile, the launch host,
+    the fabric plan and the fabric host; RunError on bad overrides or a bad plan, or a run
+    in which nothing would run."""
     inv = load_inventory(inventory)
     hosts = select_hosts(inv, group, limit)
     selected = select_checks(profile, checks)
@@ -164,4 +210,7 @@ def prepare(inventory: Sequence[str], profile: Profile, *, group: str = "compute
     refuse_if_nothing_applies(selected, profiles)
     launcher = (launch_host(inv, hosts)
                 if any(placement_of(c) is ACROSS_NODES for c in selected) else None)
-    return Prepared(inv, hosts, selected, overrides, profiles, launcher)
+    plan = fabric_plan(inv.sources, fabric_plan_file)
+    fabric = (fabric_host(inv, hosts)
+              if any(placement_of(c) is ON_FABRIC for c in selected) else None)
+    return Prepared(inv, hosts, selected, overrides, profiles, launcher, plan, fabric)

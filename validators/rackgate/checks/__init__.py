@@ -23,6 +23,10 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
         conformance,
         cooling,
         drift,
+        fabric_as_built,
+        fabric_errors,
+        fabric_links,
+        fabric_sm,
         fio,
         gpu,
         identity,
@@ -40,7 +44,8 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
     registry: dict[str, Check] = {}
     rack: dict[str, RackCheck] = {}
     for module in (identity, conformance, gpu, topology, infiniband, nic_pcie, redundancy,
-                   cooling, fio, nccl, nccl_fabric, mpi, pairwise, peers, drift):
+                   cooling, fio, nccl, nccl_fabric, mpi, pairwise, fabric_as_built,
+                   fabric_links, fabric_errors, fabric_sm, peers, drift):
         for check in module.CHECKS:
             if check.name in registry or check.name in rack:
                 raise RuntimeError(f"check {check.name} is registered twice")

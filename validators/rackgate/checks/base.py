@@ -80,6 +80,12 @@ def no_needs(params: Any, hostvars: Mapping[str, Any]) -> HostNeeds:
     return HostNeeds()
 
 
+def judged_against_the_plan(record: Any, params: Any, thresholds: Mapping[str, Threshold],
+                            hardware: Hardware) -> Judgement:
+    """``Check.judge`` of a fabric check, which is judged by ``judge_plan`` instead."""
+    raise TypeError("a fabric check is judged against the fabric plan (Check.judge_plan)")
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
@@ -107,7 +113,10 @@ class Check:
     # first host of group slurm_controller), and launches a job across every node under
     # test (srun, mpirun); its command is given those nodes (``Across``), and
     # each node is judged from that one evidence file.
-    runs_on: Literal["node", "control", "launcher"] = "node"
+    # "fabric": it runs once per fabric, on a host with an HCA on it (rackgate_fabric_host,
+    # else the first host of group subnet_managers), and is judged against the fabric
+    # plan by ``judge_plan``: every node under test gets the findings that bear on it.
+    runs_on: Literal["node", "control", "launcher", "fabric"] = "node"
     # The inventory variable (vaulted or not) holding a credential the command needs, such
     # as a BMC password. The command takes it from a file: its argv has SECRET_FILE where
     # the tool expects a password file (ipmitool -f, rackgate.programs.redfish --password-file).
@@ -120,6 +129,12 @@ class Check:
     # node, a report section such as a pairwise matrix). Without it, every node of a
     # launched job gets the one judgement of ``judge``.
     judge_nodes: Callable[..., tuple[list[Result], Mapping[str, Any]]] | None = None
+    # Fabric checks: (record, params, thresholds, the fabric plan) -> FabricVerdict (the
+    # findings, each with the nodes it bears on: ``rackgate.fabric.findings``); pure
+    judge_plan: Callable[..., Any] | None = None
+    # Launcher checks with a report section: (section, params, the fabric plan) -> the
+    # section with the plan's view added (pairwise: bandwidth by hop class); pure
+    plan_section: Callable[[Mapping[str, Any], Any, Any], Mapping[str, Any]] | None = None
     # (params, hostvars) -> what the command needs on the host (for a check launched across
     # the nodes: on each node); the plan (``collect.preflight``) looks for it first
     needs: Callable[[Any, Mapping[str, Any]], HostNeeds] = no_needs

@@ -10,6 +10,9 @@ round-robin tournament and launched through the scheduler.
   after its round (``parsers/pairwise.py``). No shell script is generated from data: on the
   nodes each task runs ``PAIR_TASK``, a constant ``bash -c`` text that receives the server's
   name and the perftest argv as positional arguments.
+- With a fabric plan, the report's matrix also groups the pairs by hop class (same leaf,
+  across a spine, across the core: ``fabric.hops``) for the rail of ``device``, so a weak
+  uplink shows as one weak class; the schedule is the same N-1 rounds.
 - Judged as an N x N matrix (``pairs.judge_pairwise``): each pair's ``ib_write_bw`` average
   (Gb/s, the client's report) against the ``bw`` threshold of the profile, or, when the
   profile sets none, ``min_ratio`` x the per-port line rate of its compute NICs; the weak
@@ -51,6 +54,7 @@ from rackgate.collect.launch import (
     srun_argv,
     when_slurm_ready,
 )
+from rackgate.fabric.hops import by_hop_class
 from rackgate.model import Judgement, Result, Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import CLIENT_MARK, PairOutput, PairwiseRun, parse_pairwise
@@ -249,5 +253,7 @@ CHECKS = (
         # on every node: the job's tasks run ib_write_bw on this device
         needs=lambda p, hv: HostNeeds(tools=("ib_write_bw",), rdma_devices=(p.device,)),
         judge=judge_rack, applies=_applies, runs_on="launcher", judge_nodes=judge_nodes,
+        plan_section=lambda section, p, plan: {
+            **section, "hop_classes": by_hop_class(plan, section["pairs"], p.device)},
     ),
 )

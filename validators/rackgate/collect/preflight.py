@@ -24,21 +24,25 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rackgate.checks.base import SECRET_FILE, Check, CommandError, HostNeeds
 from rackgate.collect.ansible import collect
 from rackgate.collect.launch import NODE_NAME, PARTITION, PATH_NAME, PROGRAM, RDMA_DEVICE
 from rackgate.collect.plan import plan
+from rackgate.collect.preflight_records import Answer, Kind, Need, Preflight, Probe, Problem
 from rackgate.collect.task import Stop, Task
 from rackgate.judge.evidence import not_applicable
 from rackgate.placement import (
     ACROSS_NODES,
     MIN_NODES_ACROSS,
+    NO_FABRIC_HOST,
     NO_LAUNCH_HOST,
     NO_LAUNCH_VAR,
+    NO_PLAN,
+    ON_FABRIC,
     NotRun,
     RunView,
     command_vars,
@@ -52,54 +56,6 @@ PLAN_NODE, PLAN_CONTROL, PLAN_LAUNCH = "plan.node", "plan.control", "plan.launch
 PROBE_TIMEOUT_S = 90  # the probe's own commands (sinfo, srun --test-only) wait 30 s each
 _SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash"})
 _LAUNCHERS = frozenset({"srun", "mpirun"})
-
-Severity = Literal["error", "note"]
-Kind = Literal["tool", "dir", "rdma", "net", "root", "secret", "slurm"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding of the plan: an ``error`` refuses the run, a ``note`` is for people."""
-
-    host: str | None  # None: the run as a whole
-    check: str | None  # the check(s) it concerns, comma-separated; None: every check
-    message: str
-    severity: Severity = "error"
-
-
-@dataclass(frozen=True)
-class Need:
-    """One thing a probe looks for, and the checks that need it."""
-
-    kind: Kind
-    subject: str  # the tool, path, device, variable, or the nodes (slurm)
-    checks: tuple[str, ...]
-    room_bytes: int = 0  # dir: free bytes wanted
-    what: str = ""  # dir: the variable naming it; root: why; slurm: the partition
-
-
-@dataclass(frozen=True)
-class Probe:
-    task: Task
-    needs: tuple[Need, ...]
-
-
-@dataclass(frozen=True)
-class Preflight:
-    problems: tuple[Problem, ...]  # found without asking any host
-    probes: tuple[Probe, ...]
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What a probe task left: as the collector records evidence."""
-
-    outcome: str
-    rc: int | None
-    stdout: str
-    message: str = ""
-    stderr: str = ""
-
 
 class _Asks:
     """The needs of one probe, merged by (kind, subject)."""
@@ -250,10 +206,16 @@ def build(view: RunView, checks: Sequence[Check]) -> Preflight:
                 launch.add("slurm", ",".join(view.nodes), item.check,
                            what=partition if isinstance(partition, str)
                            and PARTITION.fullmatch(partition) else "")
-        else:
+        else:  # on the node, or on the fabric host (which may be no node under test)
+            asks = node_asks.setdefault(item.host, _Asks())
             if tool not in _SHELLS:
-                node_asks[item.host].add("tool", tool, item.check)
-            _host_needs(check, view, item.host, node_asks[item.host])
+                asks.add("tool", tool, item.check)
+            if item.host in view.profiles:
+                _host_needs(check, view, item.host, asks)
+    fabric = [c.name for c in checks if placement_of(c) is ON_FABRIC]
+    if fabric and (view.fabric is None or view.fabric_host is None):
+        problems.append(Problem(None, ", ".join(fabric),
+                                NO_PLAN if view.fabric is None else NO_FABRIC_HOST))
     for check in _across(view, checks, problems):
         for node in view.nodes:
             _host_needs(check, view, node, node_asks[node])

@@ -20,6 +20,8 @@ from typing import Any
 from rackgate.checks.base import Check
 from rackgate.collect.launch import LOCK_BUSY_RC
 from rackgate.collect.task import check_argv
+from rackgate.fabric.findings import node_results
+from rackgate.fabric.plan import FabricPlan
 from rackgate.model import Result, Status, describe, last_words
 from rackgate.parsers import LaunchError, ParseError
 from rackgate.parsers.launch_failure import find_culprits
@@ -102,8 +104,10 @@ def absent_from_profile(node: str, check: str, profile: Profile) -> Result | Non
                   f"{profile.name} does not define it: judge with a profile that lists it")
 
 
-def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) -> Result:
-    """One node's result for one check, from its evidence."""
+def evidence_problem(check: Check, ev: Evidence, stdout: str,
+                     profile: Profile) -> Result | None:
+    """Why ``ev`` cannot be judged (an ``error``: unreachable, not run, timed out, a failed
+    command; a ``skip``: disabled), or None when its output is to be parsed and judged."""
     node, where = ev.host, ev.stdout_file
 
     def error(msg: str) -> Result:
@@ -134,15 +138,39 @@ def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) ->
     if not cp.enabled:
         return Result(node, check.name, Status.SKIP, f"disabled in profile {profile.name}",
                       evidence=where)
+    return None
+
+
+def _parsed(check: Check, stdout: str, where: str | None) -> Any:
+    """The check's record of ``stdout``; ParseError carrying the message to report."""
+    try:
+        return check.parse(stdout)
+    except LaunchError as exc:
+        raise ParseError(f"launch error in {where}: {exc}") from None
+    except ParseError as exc:
+        raise ParseError(f"unparseable evidence {where}: {exc}") from None
+    except Exception as exc:  # one bad input must not stop the other nodes
+        raise ParseError(f"the {check.name} parser failed on {where}: {describe(exc)}") \
+            from None
+
+
+def judge_evidence(check: Check, ev: Evidence, stdout: str, profile: Profile) -> Result:
+    """One node's result for one check, from its evidence."""
+    node, where = ev.host, ev.stdout_file
+
+    def error(msg: str) -> Result:
+        return Result(node, check.name, Status.ERROR, msg, evidence=where)
+
+    problem = evidence_problem(check, ev, stdout, profile)
+    if problem is not None:
+        return problem
+    cp = profile.check(check.name)
+    assert cp is not None  # evidence_problem saw it
     hardware = profile.model.hardware
     try:
-        record = check.parse(stdout)
-    except LaunchError as exc:
-        return error(f"launch error in {where}: {exc}")
+        record = _parsed(check, stdout, where)
     except ParseError as exc:
-        return error(f"unparseable evidence {where}: {exc}")
-    except Exception as exc:  # one bad input must not stop the other nodes
-        return error(f"the {check.name} parser failed on {where}: {describe(exc)}")
+        return error(str(exc))
     try:
         judgement = check.judge(record, _params(check, profile), cp.thresholds, hardware)
     except Exception as exc:  # as above
@@ -249,3 +277,29 @@ def not_applicable(node: str, check: Check, profile: Profile) -> Result | None:
 
 def missing_evidence(node: str, check: str, why: str) -> Result:
     return Result(node, check, Status.ERROR, why)
+
+
+def judge_fabric(check: Check, ev: Evidence, stdout: str, profile: Profile,
+                 plan: FabricPlan, nodes: Sequence[str]) -> list[Result]:
+    """Every node's result from the one evidence file of a fabric check: its judge's
+    findings against ``plan``, each node told those that bear on it. Bad evidence is the
+    same error (or skip) for every node."""
+    where = ev.stdout_file
+
+    def every(msg: str) -> list[Result]:
+        return [Result(n, check.name, Status.ERROR, msg, evidence=where) for n in nodes]
+
+    problem = evidence_problem(check, ev, stdout, profile)
+    if problem is not None:
+        return [replace(problem, node=n) for n in nodes]
+    cp = profile.check(check.name)
+    assert cp is not None and check.judge_plan is not None
+    try:
+        record = _parsed(check, stdout, where)
+    except ParseError as exc:
+        return every(str(exc))
+    try:
+        verdict = check.judge_plan(record, _params(check, profile), cp.thresholds, plan)
+    except Exception as exc:  # one bad input must not stop the report
+        return every(f"the {check.name} judge failed on {where}: {describe(exc)}")
+    return [finite(r) for r in node_results(verdict, nodes, check.name, where)]

@@ -3,7 +3,8 @@ every node's results out. Nothing here plans, collects or writes.
 
 Each check's placement judges its part: checks with evidence per node are judged node by
 node (the hot loop: on every core for a large run, forked workers inheriting the job),
-checks launched across the nodes once for all of them. Then the rack-level judgements
+checks with one evidence file for every node (jobs across the nodes, fabric queries)
+once for all of them. Then the rack-level judgements
 (``judge.rack``) compare the nodes with each other. One (node, check) that cannot be
 judged is an ``error`` for it alone.
 """
@@ -21,9 +22,9 @@ from rackgate.judge.evidence import missing_evidence
 from rackgate.judge.rack import judge_rack
 from rackgate.model import Result, Status, describe
 from rackgate.placement import (
-    AcrossNodes,
     EvidenceReader,
     Judged,
+    JudgedOnce,
     JudgeJob,
     OnNode,
     placement_of,
@@ -103,18 +104,18 @@ def judge_stored(job: JudgeJob, reader: EvidenceReader, registry: Mapping[str, C
     """Every node's results (per node, in the run's host order) and what they were judged
     from (digests, report sections)."""
     each: list[tuple[str, Check | None, OnNode | None]] = []
-    across: list[tuple[Check, AcrossNodes]] = []
+    once: list[tuple[Check, JudgedOnce]] = []
     for name in job.checks:
         check = registry.get(name)
         placement = placement_of(check) if check is not None else None
-        if check is not None and isinstance(placement, AcrossNodes):
-            across.append((check, placement))
+        if check is not None and isinstance(placement, JudgedOnce):
+            once.append((check, placement))
         elif check is not None and isinstance(placement, OnNode):
             each.append((name, check, placement))
         else:  # not known to this version: an error on every node, in the per-node loop
             each.append((name, None, None))
     judged = _judge_each_node(_Work(job, reader, each))
-    for check, placement in across:
+    for check, placement in once:
         try:
             judged.add(placement.judge(check, job, reader, job.hosts))
         except Exception as exc:  # one check never stops the report

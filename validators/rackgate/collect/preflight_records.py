@@ -1,0 +1,56 @@
+"""What the plan before collecting (``collect.preflight``) records: the problems it finds,
+what each probe asks a host, and a probe's answer as the collector stored it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rackgate.collect.task import Task
+
+Severity = Literal["error", "note"]
+Kind = Literal["tool", "dir", "rdma", "net", "root", "secret", "slurm"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of the plan: an ``error`` refuses the run, a ``note`` is for people."""
+
+    host: str | None  # None: the run as a whole
+    check: str | None  # the check(s) it concerns, comma-separated; None: every check
+    message: str
+    severity: Severity = "error"
+
+
+@dataclass(frozen=True)
+class Need:
+    """One thing a probe looks for, and the checks that need it."""
+
+    kind: Kind
+    subject: str  # the tool, path, device, variable, or the nodes (slurm)
+    checks: tuple[str, ...]
+    room_bytes: int = 0  # dir: free bytes wanted
+    what: str = ""  # dir: the variable naming it; root: why; slurm: the partition
+
+
+@dataclass(frozen=True)
+class Probe:
+    task: Task
+    needs: tuple[Need, ...]
+
+
+@dataclass(frozen=True)
+class Preflight:
+    problems: tuple[Problem, ...]  # found without asking any host
+    probes: tuple[Probe, ...]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a probe task left: as the collector records evidence."""
+
+    outcome: str
+    rc: int | None
+    stdout: str
+    message: str = ""
+    stderr: str = ""
