@@ -49,6 +49,10 @@ def test_retest_collects_the_failures_again_as_revision_2(rack, tmp_path: Path) 
     by = {n.node: n for n in first.rack.nodes}
     assert by["n1"].verdict is Verdict.ACCEPT and by["n2"].verdict is Verdict.REJECT
     assert first.revision == 1
+    # no fabric plan beside this inventory: the run records no fabric (its report is as it
+    # was before fabric plans existed)
+    assert not {"fabric", "fabric_host"} & json.loads(
+        (first.run_dir / "manifest.json").read_text()).keys()
     with pytest.raises(RunError, match="nothing to retest"):
         retest(first.run_dir, limit="n1")  # n1 passed: nothing of it to collect again
 

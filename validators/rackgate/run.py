@@ -118,11 +118,12 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         "launch_host": launcher,
         "no_launch_reason": no_launch_reason(inv, hosts) if launcher is None else None,
         "launched": {},
-        # the fabric plan the fabric checks are judged against, as it was (None: no plan)
-        "fabric": None if prep.fabric is None else {
+        # the fabric plan the fabric checks are judged against, as it was, and where they
+        # ran: only when there is one (a run without a fabric records what it always did)
+        **({} if prep.fabric is None else {"fabric": {
             "source": prep.fabric.source, "sha256": prep.fabric.sha256,
-            "document": dict(prep.fabric.document)},
-        "fabric_host": prep.fabric_host,
+            "document": dict(prep.fabric.document)}}),
+        **({} if prep.fabric_host is None else {"fabric_host": prep.fabric_host}),
         "revisions": [],
         **versions(),
     }
