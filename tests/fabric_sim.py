@@ -55,6 +55,7 @@ class SimFabric:
             ["ibsim", "-s", str(workdir / "net")], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env, cwd=workdir)
         self._sm: subprocess.Popen[bytes] | None = None
+        self._starts = 0
         # ibsim writes to its console while the SM sweeps: a reader drains it always (a
         # full pipe would stop the simulator), and waits read what it gathered
         self.log = ""
@@ -116,9 +117,11 @@ class SimFabric:
         env = {**self.env, "OSM_CACHE_DIR": str(cache)}
         if host is not None:
             env["SIM_HOST"] = host
-        out = open(self.workdir / "opensm.out", "wb")  # noqa: SIM115 (closed with the SM)
+        self._starts += 1  # each SM started has its own log: an earlier one's SUBNET UP is
+        log = self.workdir / f"opensm-{self._starts}.log"  # no answer for this one
+        out = open(log.with_suffix(".out"), "wb")  # noqa: SIM115 (closed with the SM)
         self._sm = subprocess.Popen(
-            ["ibsim-run", "opensm", "-f", str(self.workdir / "opensm.log"), "-d2", "-p",
+            ["ibsim-run", "opensm", "-f", str(log), "-d2", "-p",
              str(priority)], stdout=out, stderr=subprocess.STDOUT, env=env,
             cwd=self.workdir)
         out.close()
@@ -130,7 +133,6 @@ class SimFabric:
                                f"opensm {'exited' if self._sm.poll() is not None else 'ran'}"
                                f": {text[-800:]!r}")
             time.sleep(0.2)
-            log = self.workdir / "opensm.log"
             text = log.read_text(errors="replace") if log.exists() else ""
         return text
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from conftest import CORPUS, CorpusFile, corpus_files, corpus_params
-from rackgate.checks.fabric_as_built import FabricQueryParams, judge_as_built
+from rackgate.checks.fabric_as_built import judge_as_built
 from rackgate.checks.fabric_links import judge_links
+from rackgate.checks.fabric_query import FabricQueryParams
 from rackgate.fabric.plan import plan_from_document
 from rackgate.model import Status
 from rackgate.parsers import ParseError

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from fabric_sim import missing_tools, sim_fabric
-from rackgate.checks.fabric_as_built import FabricQueryParams, judge_as_built
+from rackgate.checks.fabric_as_built import judge_as_built
 from rackgate.checks.fabric_links import judge_links
+from rackgate.checks.fabric_query import FabricQueryParams
 from rackgate.fabric.plan import load_plan
 from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
 from rackgate.parsers.ibnetdiscover import parse_ibnetdiscover_ports

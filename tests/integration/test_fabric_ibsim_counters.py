@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 
 from fabric_sim import SimError, SimFabric, missing_tools, sim_fabric
-from rackgate.checks.fabric_as_built import FabricQueryParams
 from rackgate.checks.fabric_errors import (
     FabricErrorsParams,
     fabric_errors_command,
     judge_fabric_errors,
 )
+from rackgate.checks.fabric_query import FabricQueryParams
 from rackgate.checks.fabric_sm import fabric_sm_command, judge_fabric_sm
 from rackgate.fabric.plan import load_plan
 from rackgate.parsers.ibcounters import parse_ibcounters

@@ -20,7 +20,7 @@ from rackgate.fabric.design import design
 from rackgate.fabric.netfile import netfile
 from rackgate.fabric.plan import plan_document
 from rackgate.model import Status, Verdict
-from rackgate.run import judge_run, validate
+from rackgate.run import judge_run, retest, validate
 
 pytestmark = pytest.mark.skipif(bool(missing_tools()),
                                 reason=f"needs {', '.join(missing_tools())}")
@@ -95,3 +95,21 @@ def test_a_node_the_plan_does_not_know_is_rejected(env, tmp_path):
     assert all(r.status is Status.ERROR and "no HCA port in fabric plan fab4" in r.message
                for r in verdicts["gpu099"].results)
     assert verdicts["gpu001"].verdict is Verdict.ACCEPT
+
+
+def test_retest_after_the_sm_is_repaired_collects_the_failed_fabric_check_again(env, tmp_path):
+    env.stop_sm()
+    env.start_sm(SM, 5)  # the SM was configured at another priority than the plan's 12
+    inv = site(tmp_path, list(PLAN.hosts))
+    first = validate([str(inv)], load_profile(str(profile(tmp_path))), checks=CHECKS,
+                     runs_dir=tmp_path / "runs", plan_first=False)
+    assert first.rack.verdict is Verdict.REJECT
+    sm = {r.node: r for n in first.rack.nodes for r in n.results if r.check == "fabric.sm"}
+    assert all(r.status is Status.FAIL and "priority 5" in r.message for r in sm.values())
+    env.stop_sm()
+    env.start_sm(SM, 12)  # the repair: opensm at the planned priority
+    second = retest(first.run_dir)
+    assert second.rack.verdict is Verdict.ACCEPT and second.revision == 2
+    host = first.run_dir / "evidence" / "fabric-host"
+    assert (host / "fabric.sm~2.json").is_file()  # collected again, the failure kept
+    assert not (host / "fabric.as_built~2.json").exists()  # it passed: not collected again

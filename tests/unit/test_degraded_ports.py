@@ -23,7 +23,8 @@ from rackgate.checks.redundancy import BondingParams, judge_bonding
 from rackgate.model import Judgement, Status
 from rackgate.parsers.bonding import parse_bonding
 from rackgate.parsers.dcb import parse_dcb_sections
-from rackgate.parsers.infiniband import parse_iblinkinfo, parse_ibstat, parse_ibv_devinfo
+from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
+from rackgate.parsers.infiniband import parse_ibstat, parse_ibv_devinfo
 from rackgate.profile import Hardware, NicSpec
 
 FIX = Path(__file__).parents[1] / "fixtures"
@@ -83,7 +84,7 @@ def test_the_healthy_sources_pass():
     assert lossless(DCB) is Status.PASS
     assert bonding(BONDING) is Status.PASS
     assert bonding(BONDING[:BONDING_END]) is Status.PASS  # the judged part alone
-    assert parse_ibv_devinfo(DEVINFO) and parse_iblinkinfo(LINKINFO)
+    assert parse_ibv_devinfo(DEVINFO) and parse_iblinkinfo_ports(LINKINFO)
 
 
 @settings(max_examples=120, deadline=None)
@@ -119,4 +120,4 @@ def test_degraded_ibv_devinfo_is_a_record_or_a_parse_error(text):
 @given(degraded(LINKINFO, numbers=r"([0-9][0-9.]*) Gbps|^ +([0-9]+) ", lines=r"\S",
                 end=len(LINKINFO.rstrip())))
 def test_degraded_iblinkinfo_is_a_record_or_a_parse_error(text):
-    parsed(parse_iblinkinfo)(text)
+    parsed(parse_iblinkinfo_ports)(text)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rackgate.checks.fabric_as_built import CHECK, FabricQueryParams, judge_as_built
+from rackgate.checks.fabric_as_built import CHECK, judge_as_built
+from rackgate.checks.fabric_query import FabricQueryParams
 from rackgate.fabric.findings import FabricVerdict, node_results
 from rackgate.fabric.plan import load_plan
 from rackgate.parsers import ParseError

@@ -169,3 +169,12 @@ def test_the_largest_three_level_fabric_and_one_node_more():
 def test_impossible_inputs_are_refused(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         design(*args, **kwargs)
+
+
+def test_a_plan_needing_more_lids_than_one_subnet_has_is_refused():
+    # 6144 nodes x 8 rails = 49152 HCA ports: one more than the unicast LIDs 0x0001-0xBFFF
+    # before the switches are counted; such a fabric is built as one subnet per rail
+    with pytest.raises(ValueError, match=r"49152 HCA ports and \d+ switches need \d+ LIDs, "
+                                         r"more than the 49151 unicast LIDs of one subnet"):
+        design(6144, 8, 64)
+    assert len(design(5120, 8, 64).nodes) == 40960  # 40960 + 3200 switches fit

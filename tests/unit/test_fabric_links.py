@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rackgate.checks.fabric_as_built import FabricQueryParams
 from rackgate.checks.fabric_links import CHECK, judge_links, lane_gbps
+from rackgate.checks.fabric_query import FabricQueryParams
 from rackgate.fabric.findings import FabricVerdict
 from rackgate.fabric.plan import load_plan
 from rackgate.parsers import ParseError

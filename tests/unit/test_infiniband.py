@@ -25,9 +25,9 @@ from rackgate.checks.infiniband import (
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.dcb import parse_dcb_sections
+from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
 from rackgate.parsers.infiniband import (
     ibstat_from_devinfo,
-    parse_iblinkinfo,
     parse_ibstat,
     parse_ibv_devinfo,
 )
@@ -115,21 +115,6 @@ def test_ibv_devinfo_judged_through_ibstat_terms_names_the_down_port():
     hw = Hardware(nics=[IB_NDR.model_copy(update={"count": 2})])
     j = judge_ports(st_, PortsParams(), {}, hw)
     assert j.status is Status.FAIL and "mlx5_3 port 1" in j.message and "Down/Polling" in j.message
-
-
-def test_iblinkinfo_port_lines_with_and_without_headers():
-    text = ("Switch: 0x0002c90300001111 leaf01:\n"
-            "           7    1[  ] ==( 4X      53.125 Gbps Active/  LinkUp)==>      12    1[  ]"
-            ' "node01 mlx5_0" ( )\n'
-            '           7    2[  ] ==(                Down/ Polling)==>             [  ] "" ( )\n')
-    links = parse_iblinkinfo(text)
-    assert links[0].node == "leaf01" and links[0].width == 4 and links[0].speed_gbps == 53.125
-    assert links[0].peer_name == "node01 mlx5_0" and links[0].up
-    assert (links[1].state, links[1].physical_state, links[1].peer_lid) == ("Down", "Polling",
-                                                                          None)
-    assert parse_iblinkinfo("\n".join(text.splitlines()[1:2]))[0].node is None
-    with pytest.raises(ParseError, match="no port line"):
-        parse_iblinkinfo("CA: x:\n")
 
 
 # ---------------------------------------------------------------- fabric.ports
@@ -288,7 +273,7 @@ def test_lossless_dcb_error_and_missing_interface():
 
 # ---------------------------------------------------------------- properties
 
-PARSERS = [parse_ibstat, parse_ibv_devinfo, parse_iblinkinfo, parse_dcb_sections]
+PARSERS = [parse_ibstat, parse_ibv_devinfo, parse_iblinkinfo_ports, parse_dcb_sections]
 LINEISH = st.lists(st.sampled_from([
     "CA 'mlx5_0'", "\tCA type: MT4129", "\tNumber of ports: 1", "\tPort 1:", "\t\tState: Active",
     "\t\tPhysical state: LinkUp", "\t\tRate: 400", "\t\tLink layer: InfiniBand", "hca_id:\tmlx5_0",

@@ -127,3 +127,26 @@ def test_names_are_escaped_and_large_matrices_stay_drawable():
     assert re.search(r'<svg class="heatmap" width="(\d+)"', html)
     width = int(re.search(r'<svg class="heatmap" width="(\d+)"', html).group(1))  # type: ignore[union-attr]
     assert width < 1000
+
+
+def test_with_a_fabric_plan_the_matrix_is_tabled_by_hop_class():
+    from rackgate.checks import REGISTRY
+    from rackgate.fabric.design import design
+
+    plan = design(8, 1, 8, host_format="gpu{:02d}")  # SUs gpu01-04 and gpu05-08
+    m = matrix([f"gpu{i:02d}" for i in range(1, 9)], bad="gpu05")
+    pairwise = REGISTRY["fabric.pairwise_bw"]
+    assert pairwise.plan_section is not None
+    section = pairwise.plan_section(m.to_doc(), pairwise.params_model(), plan)
+    results = node_results(m)
+    rack = rack_verdict(node_verdict(n, [r for r in results if r.node == n]) for n in m.nodes)
+    doc = json.loads(json.dumps(report_document(
+        rack, {"run_id": "pairs-2", "inventory": ["inv"], "group": "gpu", "started": "t0",
+               "finished": "t1", "rackgate_version": "0", "ansible_core_version": "0"},
+        load_profile("demo"), {}, {}, pairwise=[section])))
+    classes = {c["hop_class"]: c for c in doc["pairwise"][0]["hop_classes"]}
+    assert (classes["same leaf"]["pairs"], classes["across a spine"]["pairs"]) == (12, 16)
+    assert classes["across a spine"]["min_gbps"] == 193.4
+    html = render_html(doc)
+    assert "By hop class on the fabric plan" in html
+    assert re.search(r"<td>across a spine</td>\s*<td class=\"num\">16</td>", html)

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from rackgate.checks.base import Check, HostNeeds, Scope, judged_against_the_plan
-from rackgate.checks.fabric_as_built import FabricQueryParams, at, link_hosts, query_needs
+from rackgate.checks.fabric_query import FabricQueryParams, at, link_hosts, query_needs
 from rackgate.fabric.findings import FabricFinding, FabricVerdict
 from rackgate.fabric.plan import End, FabricPlan, PlannedLink
 from rackgate.model import Status

@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rackgate.checks.base import Check, Scope, judged_against_the_plan
-from rackgate.checks.fabric_as_built import (
+from rackgate.checks.fabric_query import (
     FabricQueryParams,
     at,
     key,

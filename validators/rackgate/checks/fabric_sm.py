@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from rackgate.checks.base import Check, HostNeeds, Scope, judged_against_the_plan
-from rackgate.checks.fabric_as_built import FabricQueryParams, query_needs
+from rackgate.checks.fabric_query import FabricQueryParams, query_needs
 from rackgate.fabric.findings import FabricFinding, FabricVerdict
 from rackgate.fabric.plan import FabricPlan, SubnetManager
 from rackgate.model import Status

@@ -59,6 +59,9 @@ LANE_GBPS: Mapping[str, float] = {
     "EDR": 25.78125, "HDR": 53.125, "NDR": 106.25, "XDR": 212.5}
 LANES: Mapping[str, int] = {"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
 LEVEL: Mapping[str, int] = {"leaf": 1, "spine": 2, "core": 3}
+# Unicast LIDs of one subnet: 0x0001-0xBFFF (IBTA Vol. 1, 4.1.3); every HCA port and every
+# switch (its port 0) needs one, at LMC 0
+MAX_UNICAST_LIDS = 0xBFFF
 
 
 class PlanError(ValueError):
@@ -297,6 +300,11 @@ def _problems(plan: FabricPlan) -> Iterator[str]:
             yield f"{what} joins a switch to itself"
         yield from take(link.a.switch, link.a.port, what, link.cable)
         yield from take(link.b.switch, link.b.port, what, link.cable)
+    endpoints = len(plan.nodes) + len(plan.switches)
+    if endpoints > MAX_UNICAST_LIDS:
+        yield (f"{len(plan.nodes)} HCA ports and {len(plan.switches)} switches need "
+               f"{endpoints} LIDs, more than the {MAX_UNICAST_LIDS} unicast LIDs of one "
+               f"subnet: plan the rails as separate subnets (one plan each)")
     if plan.subnet_manager is not None:
         hosts = {n.host for n in plan.nodes}
         yield from (f"subnet manager host {h!r} has no HCA port in the plan"

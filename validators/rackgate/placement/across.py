@@ -23,9 +23,7 @@ from rackgate.placement.base import (
     RunView,
     Usable,
     lock_file,
-    params_mismatch,
 )
-from rackgate.store.evidence import EvidenceError
 from rackgate.store.manifest import Launched
 
 
@@ -106,15 +104,10 @@ class AcrossNodes(JudgedOnce):
             out.results += [Result(h, name, Status.WARN, f"not measured: {partners} (no "
                                    f"partner left to run the job with)") for h in ran]
             return out
-        try:
-            ev, stdout = reader.read(job.launch_host, name)
-        except EvidenceError as exc:
-            out.results += [Result(h, name, Status.ERROR, str(exc)) for h in ran]
+        read = self._read_once(check, job, reader, job.launch_host, ran, out)
+        if read is None:
             return out
-        mismatch = params_mismatch(check, job.collected_with[hosts[0]], profile)
-        if mismatch:
-            out.results += [Result(h, name, Status.ERROR, mismatch) for h in ran]
-            return out
+        ev, stdout = read
         results, section = judge_launched(check, ev, stdout, profile, ran)
         cp = profile.check(name)
         if section and job.fabric is not None and check.plan_section is not None and cp:

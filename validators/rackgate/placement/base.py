@@ -13,9 +13,9 @@ from rackgate.checks.base import Check, CommandError, Scope
 from rackgate.collect.task import DEFAULT_LOCK_FILE, Task
 from rackgate.fabric.plan import FabricPlan
 from rackgate.judge.evidence import not_applicable
-from rackgate.model import Result
+from rackgate.model import Result, Status
 from rackgate.profile import Profile
-from rackgate.store.evidence import Evidence
+from rackgate.store.evidence import Evidence, EvidenceError
 from rackgate.store.manifest import Launched
 
 MIN_NODES_ACROSS = 2  # a job across the nodes needs at least two of them
@@ -208,3 +208,20 @@ class JudgedOnce(Placement):
     def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
               hosts: Sequence[str]) -> Judged:
         raise NotImplementedError
+
+    @staticmethod
+    def _read_once(check: Check, job: JudgeJob, reader: EvidenceReader, host: str,
+                   nodes: Sequence[str], out: Judged) -> tuple[Evidence, str] | None:
+        """The one evidence file, stored on ``host``, that judges ``nodes``; None, with an
+        ``error`` for each of them in ``out``, when it cannot be read or was collected
+        with other parameters than the judging profile prescribes."""
+        try:
+            ev, stdout = reader.read(host, check.name)
+        except EvidenceError as exc:
+            why = str(exc)
+        else:
+            why = params_mismatch(check, job.collected_with[job.hosts[0]], job.rack_profile)
+            if not why:
+                return ev, stdout
+        out.results += [Result(n, check.name, Status.ERROR, why) for n in nodes]
+        return None

@@ -30,9 +30,7 @@ from rackgate.placement.base import (
     Planned,
     RunView,
     Usable,
-    params_mismatch,
 )
-from rackgate.store.evidence import EvidenceError
 
 FABRIC_HOST_VAR = "rackgate_fabric_host"
 FABRIC_GROUP = "subnet_managers"
@@ -109,15 +107,10 @@ class OnFabric(JudgedOnce):
         known = [h for h in hosts if h in planned]
         if not known:
             return out
-        try:
-            ev, stdout = reader.read(job.fabric_host, name)
-        except EvidenceError as exc:
-            out.results += [Result(h, name, Status.ERROR, str(exc)) for h in known]
+        read = self._read_once(check, job, reader, job.fabric_host, known, out)
+        if read is None:
             return out
-        mismatch = params_mismatch(check, job.collected_with[hosts[0]], profile)
-        if mismatch:
-            out.results += [Result(h, name, Status.ERROR, mismatch) for h in known]
-            return out
+        ev, stdout = read
         out.add(Judged(judge_fabric(check, ev, stdout, profile, job.fabric, known),
                        {(h, name): ev.stdout_sha256 for h in known}))
         return out

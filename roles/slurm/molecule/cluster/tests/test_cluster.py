@@ -5,8 +5,8 @@ are in test_default.py, which lists what a container cannot show).
 What is verified:
   * `sinfo` shows both compute nodes idle (partition batch);
   * `srun -N2 hostname` prints both names, and a batch job (`sbatch --wait`) completes;
-  * `scontrol show topology` matches the fabric plan of molecule.yml (leaf1: c1, leaf2: c2,
-    spine above both);
+  * `scontrol show topology` matches the fabric plan's topology of molecule.yml (su1: c1
+    and c2, under two spines: slurmctld takes a leaf switch with two parents);
   * `srun -N2 -n2 --mpi=pmix` runs an MPI program (mpi4py) with ranks 0 and 1 of size 2, one
     on each compute node.
 
@@ -32,7 +32,9 @@ COMPUTES = INVENTORY.get_hosts("slurm_compute")
 # Cluster-wide tests run once, on the controller (roles/conftest.py prints its journal
 # when one fails).
 testinfra_hosts = [f"podman://{CTL}"]
-TOPOLOGY = {"leaf1": ["rg-slurm-c1"], "leaf2": ["rg-slurm-c2"]}
+# the fabric plan's topology (molecule.yml): one scalable unit under two spines
+TOPOLOGY = {"su1": "rg-slurm-c[1-2]"}
+SPINES = ("spine-01", "spine-02")
 
 
 def on(name):
@@ -118,9 +120,11 @@ def test_topology_matches_fabric_plan():
         switches[fields["SwitchName"]] = fields
     for leaf, nodes in TOPOLOGY.items():
         assert switches[leaf]["Level"] == "0", switches
-        assert switches[leaf]["Nodes"] == ",".join(nodes), switches
-    assert switches["spine"]["Level"] == "1", switches
-    assert switches["spine"]["Switches"] == "leaf1,leaf2", switches
+        assert switches[leaf]["Nodes"] == nodes, switches
+    for spine in SPINES:  # a leaf switch with two parents, as on a rail-optimised tree
+        assert switches[spine]["Level"] == "1", switches
+        assert switches[spine]["Switches"] == "su1", switches
+    assert set(switches) == {*TOPOLOGY, *SPINES}, switches
 
 
 def test_mpi_program_across_nodes_with_pmix():
