@@ -241,3 +241,18 @@ def test_fabric_checks_without_a_plan_or_a_fabric_host_are_a_plan_error(
         pre = build(view, example_checks)
         assert [(p.check, p.message) for p in errors(judge(pre, answers(pre)))] == [
             (fabric, why)]
+
+
+def test_a_plan_cabling_gpu_0s_hca_to_another_rail_is_a_plan_error(
+        example: RunView, example_checks: list[Any]) -> None:
+    from rackgate.fabric.design import design
+
+    # the example's fabric.yml cables the DGX HCAs in the profile's rail_hcas order; here
+    # mlx5_0 and mlx5_3 are swapped between rails 0 and 1, as a miscabled rack would be
+    hcas = ["mlx5_3", "mlx5_0", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+    plan = design(4, 8, 64, host_format="dgx{:03d}", hcas=hcas, speed="NDR")
+    pre = build(replace(example, fabric=plan), example_checks)
+    found = [(p.check, p.message) for p in errors(judge(pre, answers(pre)))]
+    assert len(found) == 4 * 2 and {c for c, _ in found} == {"nccl.fabric_all_reduce"}
+    assert ("nccl.fabric_all_reduce", "dgx002: rail_hcas puts GPU 0 on mlx5_0, the fabric "
+            "plan cables mlx5_0 to rail 1, not rail 0 (GPU i's HCA must be on rail i)") in found

@@ -34,6 +34,7 @@ from rackgate.collect.launch import NODE_NAME, PARTITION, PATH_NAME, PROGRAM, RD
 from rackgate.collect.plan import plan
 from rackgate.collect.preflight_records import Answer, Kind, Need, Preflight, Probe, Problem
 from rackgate.collect.task import Stop, Task
+from rackgate.fabric.rails import rail_mismatches
 from rackgate.judge.evidence import not_applicable
 from rackgate.placement import (
     ACROSS_NODES,
@@ -216,6 +217,11 @@ def build(view: RunView, checks: Sequence[Check]) -> Preflight:
     if fabric and (view.fabric is None or view.fabric_host is None):
         problems.append(Problem(None, ", ".join(fabric),
                                 NO_PLAN if view.fabric is None else NO_FABRIC_HOST))
+    for check in checks:  # GPU i's HCA on rail i, as the fabric plan cables it
+        hcas = getattr(_params(check, view, view.nodes[0]), "rail_hcas", None) or ()
+        problems += [Problem(None, check.name, f"{why} (GPU i's HCA must be on rail i)")
+                     for why in (rail_mismatches(view.fabric, hcas, view.nodes)
+                                 if view.fabric is not None else ())]
     for check in _across(view, checks, problems):
         for node in view.nodes:
             _host_needs(check, view, node, node_asks[node])
