@@ -45,10 +45,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-from rackgate.parsers import ParseError
+from rackgate.parsers import ParseError, marked_sections
 
 MARK = "### rackgate-fabric-errors "
 # The PortCounters error counters in the order ibqueryerrors prints them, with their
@@ -174,42 +173,6 @@ class FabricErrorCounters:
         return round(self.second.uptime_s - self.first.uptime_s, 3)
 
 
-def _sections(text: str) -> Iterator[tuple[str, list[str], int]]:
-    """(section marker, its lines, its rc) in order; ParseError for a broken sequence."""
-    name: str | None = None
-    body: list[str] = []
-    done = False
-    for n, line in enumerate(text.replace("\r\n", "\n").splitlines(), 1):
-        if not line.startswith(MARK):
-            if name is None:
-                if line.strip():
-                    raise ParseError(f"fabric.errors output: line {n} is outside any section "
-                                     f"of the script: {line[:120]!r}")
-                continue
-            body.append(line)
-            continue
-        m = _SECTION.match(line[len(MARK):])
-        if m is None or done:
-            raise ParseError(f"fabric.errors output: line {n}: unexpected marker {line[:120]!r}")
-        if m.group(4) is not None:
-            if name is None:
-                raise ParseError(f"fabric.errors output: line {n}: rc without a section")
-            yield name, body, int(m.group(4))
-            name, body = None, []
-        elif m.group(1) == "done":
-            if name is not None:
-                raise ParseError(f"fabric.errors output: section {name!r} has no rc line")
-            done = True
-        elif name is not None:
-            raise ParseError(f"fabric.errors output: section {name!r} has no rc line before "
-                             f"line {n}")
-        else:
-            name = m.group(1)
-    if not done:
-        raise ParseError("fabric.errors output: no '### rackgate-fabric-errors done' line: "
-                         "the script did not finish")
-
-
 def _counters(rest: str, where: str) -> tuple[tuple[tuple[str, int], ...], bool]:
     pairs, extended, pos = [], False, 0
     for m in _COUNTER.finditer(rest):
@@ -296,7 +259,7 @@ def _read(number: int, uptime: str, lines: list[str], rc: int) -> ErrorsRead:
 def parse_ibcounters(text: str) -> FabricErrorCounters:
     """The listing and both reads of the fabric.errors script; ParseError naming what is
     missing or damaged (a tool that failed is quoted)."""
-    sections = list(_sections(text))
+    sections = list(marked_sections(text, MARK, _SECTION, "fabric.errors"))
     names = [s[0].split(" ")[0] for s in sections]
     if names != ["discover", "ports", "read=1", "read=2"]:
         raise ParseError(f"fabric.errors output: sections {names}, expected discover, ports, "

@@ -30,10 +30,9 @@ A tool that failed is kept as :class:`ToolFailure`, with its own words: the judg
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-from rackgate.parsers import ParseError
+from rackgate.parsers import ParseError, marked_sections
 
 MARK = "### rackgate-fabric-sm "
 STATES = ("SMINFO_NOTACT", "SMINFO_DISCOVER", "SMINFO_STANDBY", "SMINFO_MASTER")
@@ -126,36 +125,6 @@ class SmReport:
     sms: tuple[SmPort, ...]  # every SM port queried: the master's and the IsSM ports'
 
 
-def _sections(text: str) -> Iterator[tuple[str, list[str], int]]:
-    name: str | None = None
-    body: list[str] = []
-    done = False
-    for n, line in enumerate(text.replace("\r\n", "\n").splitlines(), 1):
-        if not line.startswith(MARK):
-            if name is None and line.strip():
-                raise ParseError(f"fabric.sm output: line {n} is outside any section of the "
-                                 f"script: {line[:120]!r}")
-            body.append(line)
-            continue
-        m = _SECTION.match(line[len(MARK):])
-        rc_line, open_ = m is not None and m.group(4) is not None, name is not None
-        if m is None or done or (rc_line != open_ and m.group(1) != "done"):
-            raise ParseError(f"fabric.sm output: line {n}: unexpected marker {line[:120]!r}")
-        if m.group(4) is not None:
-            assert name is not None
-            yield name, body, int(m.group(4))
-            name, body = None, []
-        elif m.group(1) == "done":
-            if name is not None:
-                raise ParseError(f"fabric.sm output: section {name!r} has no rc line")
-            done = True
-        else:
-            name = m.group(1)
-    if not done:
-        raise ParseError("fabric.sm output: no '### rackgate-fabric-sm done' line: the script "
-                         "did not finish")
-
-
 def _said(lines: list[str]) -> str:
     words = " ".join(re.sub(r"^(\w+): \[[0-9]+\] ", r"\1: ", x.strip()) for x in lines
                      if x.strip() and "sim_connect: attached" not in x)
@@ -214,7 +183,7 @@ def _sm_lids(lines: list[str], rc: int) -> tuple[int, ...] | ToolFailure:
 def parse_sminfo(text: str) -> SmReport:
     """The sections of the fabric.sm script; ParseError for a broken sequence or damaged
     output (a tool that failed is a ToolFailure, not an error here)."""
-    sections = list(_sections(text))
+    sections = list(marked_sections(text, MARK, _SECTION, "fabric.sm"))
     names = [s[0] for s in sections]
     if names[:3] != ["local", "master", "sm-ports"]:
         raise ParseError(f"fabric.sm output: sections {names[:3]}, expected local, master, "
