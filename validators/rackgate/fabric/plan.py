@@ -34,10 +34,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 SCHEMA = "rackgate.fabric/1"
 
@@ -74,6 +81,21 @@ def _pattern(value: str, pattern: re.Pattern[str], what: str) -> str:
     return value
 
 
+def _matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
+    """A field's check that its text matches ``pattern`` (the error names ``what``)."""
+    return AfterValidator(lambda v: _pattern(v, pattern, what))
+
+
+SwitchName = Annotated[str, _matching(NODE_DESC, "switch name")]
+NodeDesc = Annotated[str, _matching(NODE_DESC, "node_desc")]
+Host = Annotated[str, _matching(HOST, "host")]
+SmHost = Annotated[str, _matching(HOST, "subnet manager host")]
+PlanName = Annotated[str, _matching(HOST, "plan name")]
+HcaName = Annotated[str, _matching(HCA, "hca")]
+Cable = Annotated[str, _matching(CABLE, "cable label")]
+RackName = Annotated[str, _matching(RACK, "rack")]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -81,30 +103,20 @@ class _Strict(BaseModel):
 class Location(_Strict):
     """Where a switch sits: rack and U (for the people who go and re-seat the cable)."""
 
-    rack: str
+    rack: RackName
     u: int | None = Field(default=None, ge=1, le=60)
-
-    @field_validator("rack")
-    @classmethod
-    def _rack(cls, v: str) -> str:
-        return _pattern(v, RACK, "rack")
 
     def __str__(self) -> str:
         return f"rack {self.rack}" + (f" U{self.u}" if self.u is not None else "")
 
 
 class Switch(_Strict):
-    name: str = Field(description="the switch's node description")
+    name: SwitchName = Field(description="the switch's node description")
     role: Role
     ports: int = Field(ge=1, le=254, description="external ports (the highest port number)")
     rail: int | None = Field(default=None, ge=0, le=63,
                              description="a rail-optimised leaf: the rail it serves")
     location: Location | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        return _pattern(v, NODE_DESC, "switch name")
 
 
 class SwitchPort(_Strict):
@@ -115,34 +127,14 @@ class SwitchPort(_Strict):
 class NodePort(_Strict):
     """One HCA port of a node and the cable from it to its leaf."""
 
-    host: str
-    hca: str = Field(description="the RDMA device (ibv_devices), e.g. mlx5_0")
+    host: Host
+    hca: HcaName = Field(description="the RDMA device (ibv_devices), e.g. mlx5_0")
     port: int = Field(default=1, ge=1, le=2)
     rail: int | None = Field(default=None, ge=0, le=63)
     switch: str
     switch_port: int = Field(ge=1, le=254)
-    cable: str
-    node_desc: str | None = Field(default=None, description='default "<host> <hca>"')
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, v: str) -> str:
-        return _pattern(v, HOST, "host")
-
-    @field_validator("hca")
-    @classmethod
-    def _hca(cls, v: str) -> str:
-        return _pattern(v, HCA, "hca")
-
-    @field_validator("cable")
-    @classmethod
-    def _cable(cls, v: str) -> str:
-        return _pattern(v, CABLE, "cable label")
-
-    @field_validator("node_desc")
-    @classmethod
-    def _desc(cls, v: str | None) -> str | None:
-        return None if v is None else _pattern(v, NODE_DESC, "node_desc")
+    cable: Cable
+    node_desc: NodeDesc | None = Field(default=None, description='default "<host> <hca>"')
 
     @property
     def desc(self) -> str:
@@ -152,24 +144,14 @@ class NodePort(_Strict):
 class SwitchLink(_Strict):
     a: SwitchPort
     b: SwitchPort
-    cable: str
+    cable: Cable
     width: Width | None = None
     speed: Speed | None = None
 
-    @field_validator("cable")
-    @classmethod
-    def _cable(cls, v: str) -> str:
-        return _pattern(v, CABLE, "cable label")
-
 
 class SubnetManager(_Strict):
-    hosts: tuple[str, ...] = Field(min_length=1, description="hosts an SM may run on")
+    hosts: tuple[SmHost, ...] = Field(min_length=1, description="hosts an SM may run on")
     priority: int = Field(ge=0, le=15, description="the master's SM priority")
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(_pattern(h, HOST, "subnet manager host") for h in v)
 
 
 @dataclass(frozen=True)
@@ -208,18 +190,13 @@ class PlannedLink:
 
 class FabricPlan(_Strict):
     schema_: Literal["rackgate.fabric/1"] = Field(alias="schema")
-    name: str
+    name: PlanName
     width: Width = "4X"
     speed: Speed
     subnet_manager: SubnetManager | None = None
     switches: tuple[Switch, ...] = Field(min_length=1)
     nodes: tuple[NodePort, ...] = ()
     links: tuple[SwitchLink, ...] = ()
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        return _pattern(v, HOST, "plan name")
 
     @model_validator(mode="after")
     def _consistent(self) -> FabricPlan:
