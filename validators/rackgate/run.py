@@ -134,7 +134,8 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
     with run_dir_lock(run_dir):
         write_json(run_dir / "manifest.json", manifest)
         stop.check(run_dir)
-        return _collect_and_judge(run_dir, manifest, inv, recorded, profiles, forks, on_plan,
+        return _collect_and_judge(run_dir, manifest, inv, recorded, profiles,
+                                  prep.fabric.plan if prep.fabric else None, forks, on_plan,
                                   progress, stop, keep_artifacts=keep_artifacts)
 
 
@@ -146,6 +147,7 @@ class Reopened:
     inv: Inventory
     recorded: Profile
     profiles: Mapping[str, Profile]
+    fabric: FabricPlan | None  # the fabric plan it records
 
 
 @contextlib.contextmanager
@@ -163,7 +165,8 @@ def reopened(run_dir: Path, stop: Stop) -> Iterator[Reopened]:
         stop.check(run_dir)
         recorded = recorded_profile(manifest, run_dir)
         yield Reopened(manifest, inv, recorded,
-                       node_profiles(recorded, _recorded_overrides(manifest)))
+                       node_profiles(recorded, _recorded_overrides(manifest)),
+                       recorded_fabric(manifest, run_dir))
 
 
 def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: None,
@@ -179,7 +182,8 @@ def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: Non
         add_revision(run.manifest, "resume")
         run.manifest.setdefault("resumed", []).append(now())
         return _collect_and_judge(run_dir, run.manifest, run.inv, run.recorded, run.profiles,
-                                  forks, on_plan, progress, stop, keep_artifacts=keep_artifacts)
+                                  run.fabric, forks, on_plan, progress, stop,
+                                  keep_artifacts=keep_artifacts)
 
 
 def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
@@ -200,7 +204,7 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
             raise RunError(f"--limit {limit!r} selects no host of run {run_dir.name} "
                            f"({', '.join(nodes)})")
         store = EvidenceStore(run_dir)
-        per_node, _ = judge_stored(_judge_job(manifest, run.profiles, run.profiles, run_dir),
+        per_node, _ = judge_stored(_judge_job(manifest, run.profiles, run.profiles, run.fabric),
                                    store, REGISTRY, RACK_REGISTRY)
         redo = retest_selection(per_node, chosen)
         if not redo:
@@ -220,7 +224,7 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
         add_revision(manifest, "retest", nodes=sorted({n for n, _ in redo}),
                      checks=sorted({c for _, c in redo} | across))
         return _collect_and_judge(run_dir, manifest, run.inv, run.recorded, run.profiles,
-                                  forks, on_plan, progress, stop, usable,
+                                  run.fabric, forks, on_plan, progress, stop, usable,
                                   keep_artifacts=keep_artifacts)
 
 
@@ -251,14 +255,15 @@ def recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
 
 
 def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
-                       recorded: Profile, profiles: Mapping[str, Profile], forks: int,
+                       recorded: Profile, profiles: Mapping[str, Profile],
+                       fabric: FabricPlan | None, forks: int,
                        on_plan: PlanFn, progress: ProgressFn, stop: Stop,
                        usable: Usable | None = None, keep_artifacts: bool = False) -> RunOutcome:
     selected = [REGISTRY[c] for c in manifest["checks"] if c in REGISTRY]
     store = EvidenceStore(run_dir)
     nodes = tuple(h["name"] for h in manifest["hosts"])
     view = RunView(nodes, inv.hostvars, tuple(inv.sources), profiles,
-                   manifest.get("launch_host"), fabric=recorded_fabric(manifest, run_dir),
+                   manifest.get("launch_host"), fabric=fabric,
                    fabric_host=manifest.get("fabric_host"))
     the_plan = plan(view, selected, usable or store.has_usable)
     on_plan(selected, the_plan.pending(selected))
@@ -280,7 +285,7 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
     manifest["ansible_runner_status"] = next(
         (s for s in statuses if s != "successful"), "successful")
     write_json(run_dir / "manifest.json", manifest)
-    return _judge(run_dir, manifest, recorded, profiles, profiles, run_dir)
+    return _judge(run_dir, manifest, recorded, profiles, profiles, fabric, run_dir)
 
 
 def judge_run(run_dir: Path, profile: Profile | None = None,
@@ -293,16 +298,16 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     profiles = node_profiles(profile or recorded, overrides)
     collected_with = profiles if profile is None else node_profiles(recorded, overrides)
     return _judge(run_dir, manifest, profile or recorded, profiles, collected_with,
-                  out_dir or run_dir)
+                  recorded_fabric(manifest, run_dir), out_dir or run_dir)
 
 
 def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
            profiles: Mapping[str, Profile], collected_with: Mapping[str, Profile],
-           out: Path) -> RunOutcome:
+           fabric: FabricPlan | None, out: Path) -> RunOutcome:
     """Judge, write the reports into ``out``, then record the judgement in the history
     (whose failure is reported in the outcome, never loses the reports)."""
     hosts = manifest["hosts"]
-    job = _judge_job(manifest, profiles, collected_with, run_dir)
+    job = _judge_job(manifest, profiles, collected_with, fabric)
     per_node, judged = judge_stored(job, EvidenceStore(run_dir), REGISTRY, RACK_REGISTRY)
     locations = {h["name"]: h["location"] for h in hosts}
     rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
@@ -334,13 +339,12 @@ def recorded_fabric(manifest: Mapping[str, Any], run_dir: Path) -> FabricPlan | 
 
 
 def _judge_job(manifest: Mapping[str, Any], profiles: Mapping[str, Profile],
-               collected_with: Mapping[str, Profile], run_dir: Path) -> JudgeJob:
+               collected_with: Mapping[str, Profile], fabric: FabricPlan | None) -> JudgeJob:
     return JudgeJob(tuple(h["name"] for h in manifest["hosts"]), tuple(manifest["checks"]),
                     profiles, collected_with, manifest.get("launch_host"),
                     {c: Launched.from_doc(rec)
                      for c, rec in manifest.get("launched", {}).items()},
-                    manifest.get("no_launch_reason"), recorded_fabric(manifest, run_dir),
-                    manifest.get("fabric_host"))
+                    manifest.get("no_launch_reason"), fabric, manifest.get("fabric_host"))
 
 
 def load_profile_or_fail(name: str) -> Profile:
