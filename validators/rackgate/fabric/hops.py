@@ -26,7 +26,7 @@ shows only in the pairs that cross it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rackgate.fabric.plan import FabricPlan
@@ -36,33 +36,40 @@ HOP_CLASSES = (SAME_LEAF, ACROSS_SPINE, ACROSS_CORE)
 NOT_PLANNED = "not in the plan"
 
 
-def _leaf(plan: FabricPlan, host: str, hca: str) -> str | None:
-    return next((n.switch for n in plan.nodes if n.host == host and n.hca == hca), None)
+def hop_classifier(plan: FabricPlan, hca: str) -> Callable[[str, str], str]:
+    """The hop class of two nodes through their HCA ``hca`` (one rail), with the plan's
+    leaves and their spines indexed once (a matrix asks for every pair)."""
+    leaf = {n.host: n.switch for n in plan.nodes if n.hca == hca}
+    spines: dict[str, set[str]] = {}
+    for link in plan.links:
+        for low, high in ((link.a.switch, link.b.switch), (link.b.switch, link.a.switch)):
+            if plan.switch[high].role == "spine":
+                spines.setdefault(low, set()).add(high)
 
+    def classify(a: str, b: str) -> str:
+        la, lb = leaf.get(a), leaf.get(b)
+        if la is None or lb is None:
+            return NOT_PLANNED
+        if la == lb:
+            return SAME_LEAF
+        return ACROSS_SPINE if spines.get(la, set()) & spines.get(lb, set()) else ACROSS_CORE
 
-def _spines(plan: FabricPlan, leaf: str) -> frozenset[str]:
-    ends = [(link.a.switch, link.b.switch) for link in plan.links]
-    return frozenset(b if a == leaf else a for a, b in ends
-                     if leaf in (a, b) and plan.switch[b if a == leaf else a].role == "spine")
+    return classify
 
 
 def hop_class(plan: FabricPlan, a: str, b: str, hca: str) -> str:
     """The hop class of nodes ``a`` and ``b`` through their HCA ``hca`` (one rail)."""
-    la, lb = _leaf(plan, a, hca), _leaf(plan, b, hca)
-    if la is None or lb is None:
-        return NOT_PLANNED
-    if la == lb:
-        return SAME_LEAF
-    return ACROSS_SPINE if _spines(plan, la) & _spines(plan, lb) else ACROSS_CORE
+    return hop_classifier(plan, hca)(a, b)
 
 
 def by_hop_class(plan: FabricPlan, pairs: Sequence[Mapping[str, Any]],
                  hca: str) -> list[dict[str, Any]]:
     """Pairs (``a``, ``b``, ``measured_gbps``, ``status``) grouped by hop class: how many,
     how many measured, median and lowest Gb/s, the lowest pair and the statuses."""
+    classify = hop_classifier(plan, hca)
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for p in pairs:
-        groups.setdefault(hop_class(plan, p["a"], p["b"], hca), []).append(p)
+        groups.setdefault(classify(p["a"], p["b"]), []).append(p)
     out = []
     for name in (*HOP_CLASSES, NOT_PLANNED):
         members = groups.get(name, [])
