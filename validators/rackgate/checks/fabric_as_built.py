@@ -71,7 +71,7 @@ class _AsBuilt:
     def __init__(self, plan: FabricPlan, record: Discovery) -> None:
         self.plan, self.record = plan, record
         self.planned = plan.planned_links()
-        self.hca = {n.desc: n.host for n in plan.nodes}
+        self.hca = plan.hca_host
         self.owner = {key(pl.b): pl.a.host for pl in self.planned if pl.a.host is not None}
         self.findings: list[FabricFinding] = []
         self.used: set[int] = set()  # links explained or matched

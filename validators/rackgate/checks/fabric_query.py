@@ -53,8 +53,7 @@ def bears_on(plan: FabricPlan, names: Iterable[str]) -> frozenset[str]:
     """Whom a link between these nodes bears on: the hosts of its planned HCAs, else the
     hosts behind its planned leaves, else (empty) the whole fabric."""
     names = list(names)
-    hca = {n.desc: n.host for n in plan.nodes}
-    hosts = frozenset(hca[n] for n in names if n in hca)
+    hosts = frozenset(plan.hca_host[n] for n in names if n in plan.hca_host)
     if hosts:
         return hosts
     return frozenset(h for n in names if n in plan.switch and plan.switch[n].role == "leaf"

@@ -180,7 +180,7 @@ def judge_fabric_sm(rep: SmReport, params: FabricQueryParams,
         return FabricVerdict((bad,), "")
     if isinstance(rep.master, ToolFailure):
         return FabricVerdict((_no_master(rep, rep.master),), "")
-    hosts = {n.desc: n.host for n in plan.nodes}
+    hosts = plan.hca_host
     findings, masters = _sm_findings(rep, sm, hosts)
     if isinstance(rep.sm_lids, ToolFailure):
         findings.append(FabricFinding(Status.ERROR, f"cannot list the subnet's SMs: "

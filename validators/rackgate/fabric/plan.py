@@ -228,9 +228,21 @@ class FabricPlan(_Strict):
                                    link.width or self.width, link.speed or self.speed))
         return out
 
+    @cached_property
+    def hca_host(self) -> Mapping[str, str]:
+        """The host of each planned HCA port, by its node description."""
+        return {n.desc: n.host for n in self.nodes}
+
+    @cached_property
+    def _behind(self) -> Mapping[str, frozenset[str]]:
+        behind: dict[str, set[str]] = {}
+        for n in self.nodes:
+            behind.setdefault(n.switch, set()).add(n.host)
+        return {switch: frozenset(hosts) for switch, hosts in behind.items()}
+
     def hosts_behind(self, switch: str) -> frozenset[str]:
         """The nodes cabled to ``switch`` (a leaf), for naming whom a fault bears on."""
-        return frozenset(n.host for n in self.nodes if n.switch == switch)
+        return self._behind.get(switch, frozenset())
 
     def where(self, switch: str) -> str:
         """A switch with its location, for a message: 'leaf-r1 (rack r01 U40)'."""
