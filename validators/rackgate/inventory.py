@@ -41,6 +41,49 @@ class Inventory:
             return " ".join(f"{k} {v}" for k, v in loc.items())
         return str(loc) if loc else ""
 
+    def place(self, host: str) -> dict[str, Any] | None:
+        """Rack and unit from ``rackgate_location`` (``{rack: r12, u: 38}``), for the report's
+        rack elevation; None when either is missing or malformed (:func:`place_of`)."""
+        loc = self.hostvars.get(host, {}).get("rackgate_location")
+        return place_of(loc) if isinstance(loc, Mapping) else None
+
+
+RACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_RACK_U = 60  # the tallest racks sold are 58U; a U above this is a typo
+
+
+def place_of(loc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``{"rack": name, "u": n}`` from a location mapping (``rackgate_location``, or the
+    words ``rack X u N`` of its text), or None when the rack or unit is missing or not a
+    plain name and a whole unit from 1 to 60.
+
+    >>> place_of({"rack": "r12", "u": 38, "slot": 2})
+    {'rack': 'r12', 'u': 38}
+    >>> place_of({"rack": "r12", "u": "3.5"}) is None, place_of({"u": 4}) is None
+    (True, True)
+    """
+    rack, u = loc.get("rack"), loc.get("u")
+    if isinstance(u, str) and u.isdigit():
+        u = int(u)
+    if not isinstance(rack, str | int) or isinstance(rack, bool) \
+            or not RACK_NAME.fullmatch(str(rack)):
+        return None
+    if not isinstance(u, int) or isinstance(u, bool) or not 1 <= u <= MAX_RACK_U:
+        return None
+    return {"rack": str(rack), "u": u}
+
+
+def place_from_text(text: str) -> dict[str, Any] | None:
+    """The place in a location as :meth:`Inventory.location` writes it (a run recorded
+    before places were): ``"rack r12 u 38"``.
+
+    >>> place_from_text("rack demo-r1 u 38"), place_from_text("row 3")
+    ({'rack': 'demo-r1', 'u': 38}, None)
+    """
+    words = text.split()
+    pairs = dict(zip(words[::2], words[1::2], strict=False)) if len(words) % 2 == 0 else {}
+    return place_of(pairs)
+
 
 def parse_inventory_json(doc: Mapping[str, Any], sources: Sequence[str]) -> Inventory:
     """Build an Inventory from ``ansible-inventory --list`` JSON.

@@ -26,7 +26,7 @@ from rackgate.collect.preflight_records import Problem
 from rackgate.collect.processes import end_collection
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.fabric.plan import FabricPlan, PlanError, plan_from_document
-from rackgate.inventory import Inventory, load_inventory
+from rackgate.inventory import Inventory, load_inventory, place_from_text, place_of
 from rackgate.judge.run import judge_stored
 from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
 from rackgate.placement import (
@@ -113,7 +113,7 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
                     "document": dict(profile.raw)},
         "run_dir": str(run_dir.resolve()),
-        "hosts": [{"name": h, "location": inv.location(h),
+        "hosts": [{"name": h, "location": inv.location(h), "place": inv.place(h),
                    "profile_overrides": overrides[h]} for h in hosts],
         "launch_host": launcher,
         "no_launch_reason": no_launch_reason(inv, hosts) if launcher is None else None,
@@ -310,9 +310,11 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
     job = _judge_job(manifest, profiles, collected_with, fabric)
     per_node, judged = judge_stored(job, EvidenceStore(run_dir), REGISTRY, RACK_REGISTRY)
     locations = {h["name"]: h["location"] for h in hosts}
+    places = {h["name"]: place_of(h["place"]) if isinstance(h.get("place"), dict)
+              else place_from_text(h["location"]) for h in hosts}
     rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
     doc = report_document(rack, manifest, profile, locations, judged.digests, profiles,
-                          pairwise=judged.sections)
+                          pairwise=judged.sections, places=places, durations=judged.durations)
     reports = write_reports(doc, out)
     try:
         conn = open_history(default_history_path(run_dir.resolve().parent))

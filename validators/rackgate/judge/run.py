@@ -60,7 +60,7 @@ def _judge_hosts(work: _Work, hosts: Sequence[str]) -> Judged:
                     continue
                 try:
                     out.results.append(placement.judge_node(check, work.job, work.reader,
-                                                            host, out.digests, mismatches))
+                                                            host, out, mismatches))
                 except Exception as exc:  # one (node, check) never stops the others
                     out.results.append(missing_evidence(host, name,
                                                         f"judging failed: {describe(exc)}"))

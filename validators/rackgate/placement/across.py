@@ -117,8 +117,8 @@ class AcrossNodes(JudgedOnce):
             without = ", ".join(f"{h} ({_short(why)})" for h, why in left.items())
             results = [replace(r, message=f"{r.message} [run without {without}]")
                        for r in results]
-        out.add(Judged(results, {(h, name): ev.stdout_sha256 for h in ran},
-                       [section] if section else []))
+        out.add(Judged(results, sections=[section] if section else []))
+        out.evidence_of(ran, name, ev)
         return out
 
 

@@ -107,17 +107,27 @@ class JudgeJob:
 
 @dataclass
 class Judged:
-    """Results, the digests of the evidence they came from, and report sections (pairwise
-    matrices) of checks that have one."""
+    """Results, the digests of the evidence they came from, how long that evidence's
+    command ran (seconds, where the record says), and report sections (pairwise matrices)
+    of checks that have one."""
 
     results: list[Result] = field(default_factory=list)
     digests: dict[tuple[str, str], str] = field(default_factory=dict)
     sections: list[Mapping[str, Any]] = field(default_factory=list)
+    durations: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def add(self, other: Judged) -> None:
         self.results += other.results
         self.digests.update(other.digests)
         self.sections += other.sections
+        self.durations.update(other.durations)
+
+    def evidence_of(self, hosts: Sequence[str], check: str, ev: Evidence) -> None:
+        """Record that ``hosts``' results of ``check`` were judged from ``ev``."""
+        for h in hosts:
+            self.digests[(h, check)] = ev.stdout_sha256
+            if ev.duration_s is not None:
+                self.durations[(h, check)] = ev.duration_s
 
 
 def params_mismatch(check: Check, collected: Profile, judging: Profile) -> str:

@@ -111,6 +111,6 @@ class OnFabric(JudgedOnce):
         if read is None:
             return out
         ev, stdout = read
-        out.add(Judged(judge_fabric(check, ev, stdout, profile, job.fabric, known),
-                       {(h, name): ev.stdout_sha256 for h in known}))
+        out.add(Judged(judge_fabric(check, ev, stdout, profile, job.fabric, known)))
+        out.evidence_of(known, name, ev)
         return out

@@ -16,6 +16,7 @@ from rackgate.judge.evidence import (
 from rackgate.model import Result
 from rackgate.placement.base import (
     EvidenceReader,
+    Judged,
     JudgeJob,
     Placement,
     Planned,
@@ -39,9 +40,8 @@ class OnNode(Placement):
                 if not usable(h, check.name)]
 
     def judge_node(self, check: Check, job: JudgeJob, reader: EvidenceReader, host: str,
-                   digests: dict[tuple[str, str], str],
-                   mismatches: dict[tuple[str, str, str], str]) -> Result:
-        """One node's result, recording the digest of its evidence in ``digests``;
+                   judged: Judged, mismatches: dict[tuple[str, str, str], str]) -> Result:
+        """One node's result, recording its evidence's digest and duration in ``judged``;
         ``mismatches`` caches parameter comparisons per (check, profiles) across calls."""
         name = check.name
         now = job.profiles[host]
@@ -55,7 +55,7 @@ class OnNode(Placement):
             ev, stdout = reader.read(host, name)
         except EvidenceError as exc:
             return missing_evidence(host, name, str(exc))
-        digests[(host, name)] = ev.stdout_sha256
+        judged.evidence_of((host,), name, ev)
         then = job.collected_with[host]
         if then is not now:
             key = (name, then.sha256, now.sha256)

@@ -35,9 +35,14 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
                     locations: Mapping[str, str],
                     evidence_sha256: Mapping[tuple[str, str], str],
                     node_profiles: Mapping[str, Profile] | None = None,
-                    pairwise: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                    pairwise: Sequence[Mapping[str, Any]] = (),
+                    places: Mapping[str, Mapping[str, Any] | None] | None = None,
+                    durations: Mapping[tuple[str, str], float] | None = None) -> dict[str, Any]:
     """The JSON report as a dict; ``pairwise`` are judged node-pair matrices, already in
-    their report form (``rackgate.checks.pairs.PairwiseMatrix.to_doc()``), added only when given."""
+    their report form (``rackgate.checks.pairs.PairwiseMatrix.to_doc()``), added only when
+    given; ``places`` each node's rack and unit (``inventory.place_of``), ``durations``
+    how long each (node, check)'s evidence command ran, in seconds."""
+    durations = durations or {}
     statuses = Counter(r.status.label for n in rack.nodes for r in n.results)
     revisions = revisions_of(manifest)
     nodes = []
@@ -46,6 +51,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
         nodes.append({
             "name": n.node,
             "location": locations.get(n.node, ""),
+            "place": dict((places or {}).get(n.node) or {}) or None,
             "verdict": n.verdict.value,
             "status": n.status.label,
             "reasons": list(n.reasons),
@@ -64,6 +70,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
                 "evidence": r.evidence,
                 "evidence_sha256": evidence_sha256.get((r.node, r.check)),
                 "attempt": attempt_of(r.evidence) if r.evidence else None,
+                "duration_s": durations.get((r.node, r.check)),
                 "details": r.details,
             } for r in n.results],
         })
