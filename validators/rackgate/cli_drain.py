@@ -1,0 +1,95 @@
+"""``rackgate drain runs/<run>``: take the run's REJECTed nodes out of the scheduler, and with
+``--resume-passed`` put back the nodes rackgate drained earlier that now pass.
+
+One line per node (node, verdict, the scheduler's state before, what was done, the state
+after), then one line of counts. Exit codes: 0 every action was done (or there was none),
+1 an action failed or a node is not known to the scheduler, 2 drain could not run (no
+report, no launch host, sinfo did not answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections import Counter
+from pathlib import Path
+
+from rackgate.collect.task import Interrupted
+from rackgate.scheduler.apply import Done, DrainOutcome, drain
+from rackgate.store.manifest import RunError
+
+EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
+_DONE = {"drain": "drained", "resume": "resumed", "leave": "left as it is",
+         "none": "nothing to do", "unknown": "unknown to the scheduler"}
+_TO_DO = {"drain": "to drain", "resume": "to resume"}
+
+
+def _line(d: Done, applied: bool) -> str:
+    """node, verdict, state before (-> after), what was done: why."""
+    dec = d.decision
+    states = dec.before.state if dec.before else "-"
+    if d.ran and d.after:
+        states += f" -> {d.after.state}"
+    did = (_TO_DO.get(dec.action, _DONE[dec.action]) if not applied else
+           f"FAILED ({_DONE[dec.action]}: {d.message})" if d.ran and not d.ok else
+           _DONE[dec.action])
+    return f"{dec.node:<20} {dec.verdict:<7} {states:<20} {did}: {dec.why}"
+
+
+def render(outcome: DrainOutcome) -> list[str]:
+    """The lines ``rackgate drain`` prints."""
+    where = ("SLURM, on the launch host " + outcome.where if outcome.scheduler == "slurm"
+             else "Kubernetes (kubectl, on the control host)")
+    mode = "" if outcome.applied else " (dry run: nothing changed)"
+    lines = [f"Run {outcome.run_id}: {where}{mode}",
+             f"{'node':<20} {'verdict':<7} {'state':<20} action: why"]
+    lines += [_line(d, outcome.applied) for d in outcome.done]
+    if not outcome.applied:
+        cmds = [shlex.join(a) for d in outcome.done for a in d.decision.argvs]
+        if cmds:
+            lines += ["Commands:", *(f"  {c}" for c in cmds)]
+    counts: Counter[str] = Counter(d.decision.action for d in outcome.done)
+    said = _DONE if outcome.applied else {**_DONE, **_TO_DO}
+    lines.append(", ".join(f"{counts[a]} {said[a]}" for a in said if counts[a])
+                 + (f"; {len(outcome.failed)} failed" if outcome.failed else ""))
+    if outcome.record:
+        lines.append(f"Recorded in {outcome.record}")
+    return lines
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    if args.kubeconfig and args.scheduler != "kubernetes":
+        print("rackgate drain: --kubeconfig is for --scheduler kubernetes", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    try:
+        outcome = drain(Path(args.run_dir), scheduler=args.scheduler, dry_run=args.dry_run,
+                        resume_passed=args.resume_passed, kubeconfig=args.kubeconfig,
+                        forks=args.forks)
+    except (RunError, Interrupted) as exc:
+        print(f"rackgate drain: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    for line in render(outcome):
+        print(line)
+    if outcome.scheduler == "kubernetes" and not outcome.applied and not args.dry_run:
+        print("Not applied: give --kubeconfig FILE to run these commands")
+    return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rackgate drain`` to the top-level parser."""
+    d = sub.add_parser("drain", help="drain the run's rejected nodes in the scheduler "
+                                     "(SLURM, or Kubernetes taints and labels)")
+    d.add_argument("run_dir", help="a judged run directory (runs/<run>)")
+    d.add_argument("--dry-run", action="store_true",
+                   help="read the nodes' states and print what would be done; change nothing")
+    d.add_argument("--resume-passed", action="store_true",
+                   help="resume nodes that rackgate drained earlier (their reason says so) "
+                        "and that pass in this run; nodes drained by anyone else stay")
+    d.add_argument("--scheduler", choices=["slurm", "kubernetes"],
+                   help="default: slurm, on the run's launch host")
+    d.add_argument("--kubeconfig", help="Kubernetes: apply the kubectl commands with this "
+                                        "kubeconfig (without it they are only printed)")
+    d.add_argument("--forks", type=int, default=20, help="parallel hosts for kubectl "
+                                                         "(default: 20)")
+    d.set_defaults(func=cmd_drain)
