@@ -1,0 +1,126 @@
+"""``rackgate diff A B``: what changed between two reports (report.json files, or run
+directories holding one), node by node and check by check (rackgate.reports.diff).
+
+Text goes to stdout, one line per change (no console wrapping: a line is a change);
+``--json FILE`` and ``--html FILE`` write the diff document and its page. Exit 0 when no
+verdict or status changed and every node was paired, 1 when one did or a node was not,
+2 when the diff could not run: one line on stderr naming the file and field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from rackgate.reports.diff import (
+    DEFAULT_FIGURE_THRESHOLD_PCT,
+    MATCHES,
+    DiffError,
+    diff_reports,
+    render_html,
+    render_text,
+)
+from rackgate.store.evidence import atomic_write
+
+EXIT_SAME, EXIT_CHANGED, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+class Refused(Exception):
+    """What ``rackgate diff`` cannot do, said in one line."""
+
+
+def report_path(arg: str) -> Path:
+    """The report a command-line argument names: a run directory's report.json, or the
+    file itself."""
+    path = Path(arg)
+    return path / "report.json" if path.is_dir() else path
+
+
+def read_report(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise Refused(f"{path}: cannot read it: {reason}") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise Refused(f"{path}: not JSON: {exc}") from None
+
+
+def _no_constant(word: str) -> Any:
+    """report.json is strict JSON (its writer refuses NaN and infinities): so is the diff."""
+    raise ValueError(f"{word} is not a JSON value")
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        atomic_write(Path(path), text.encode())
+    except OSError as exc:
+        raise Refused(f"cannot write {path}: {exc.strerror or exc}") from None
+    sys.stderr.write(f"wrote {path}\n")
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    path_a, path_b = report_path(args.report_a), report_path(args.report_b)
+    diff = diff_reports(read_report(path_a), read_report(path_b), a_source=str(path_a),
+                        b_source=str(path_b), match=args.match,
+                        figure_threshold_pct=args.figure_threshold, show_all=args.all)
+    as_json = json.dumps(diff, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if args.json:
+        _write(args.json, as_json)
+    if args.html:
+        _write(args.html, render_html(diff))
+    sys.stdout.write(as_json if args.format == "json" else render_text(diff))
+    return EXIT_CHANGED if diff["changed"] else EXIT_SAME
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the diff; a report it cannot read or an output it cannot write is one line on
+    stderr and exit 2."""
+    try:
+        return cmd_diff(args)
+    except (DiffError, Refused) as exc:
+        sys.stderr.write(f"rackgate diff: {' '.join(str(exc).split())}\n")
+        return EXIT_CANNOT_RUN
+
+
+def percent(text: str) -> float:
+    """A threshold in percent: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage >= 0")
+    return value
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rackgate diff`` to the top-level parser."""
+    d = sub.add_parser("diff", help="what changed between two reports: verdicts, statuses, "
+                                    "figures, thresholds, identity (exit 1: a verdict or "
+                                    "status changed)")
+    d.add_argument("report_a", metavar="A", help="the earlier report: report.json or its run "
+                                                 "directory")
+    d.add_argument("report_b", metavar="B", help="the later report (or the other rack's)")
+    d.add_argument("--match", choices=MATCHES, default="auto",
+                   help="pair nodes by name or by rack position (place: rack and U, or U "
+                        "alone across two racks); default auto: by name when most names "
+                        "are shared")
+    d.add_argument("--figure-threshold", type=percent, default=DEFAULT_FIGURE_THRESHOLD_PCT,
+                   metavar="PCT", help="list a figure change without a status change only "
+                                       "beyond this many percent (default: "
+                                       f"{DEFAULT_FIGURE_THRESHOLD_PCT:g})")
+    d.add_argument("--all", action="store_true",
+                   help="list every difference: any figure change, expected and message "
+                        "changes, threshold basis texts")
+    d.add_argument("--format", choices=["text", "json"], default="text",
+                   help="what goes to stdout (default: text, one line per change)")
+    d.add_argument("--json", metavar="FILE", help="also write the diff document (JSON) here")
+    d.add_argument("--html", metavar="FILE", help="also write the diff as an HTML page here")
+    d.set_defaults(func=run)
