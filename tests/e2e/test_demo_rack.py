@@ -178,7 +178,7 @@ def test_impossible_threshold_on_one_node_rejects_the_rack(provisioned_rack, tmp
     assert by["rg-node02"]["verdict"] == "REJECT" and by["rg-node02"]["overridden"]
     res = result(by["rg-node02"])
     assert res["status"] == "fail" and res["measured"] > 0
-    assert "misses >= 5e+08 MB/s" in res["message"]
+    assert "misses >= 500,000,000 MB/s" in res["message"]
     assert "rg-node02 (rack demo-r1 u 37): fio.seq_read: fail: sequential read" in proc.stdout
 
 
@@ -548,3 +548,79 @@ def test_plan_of_a_broken_inventory_lists_every_problem(provisioned_rack, tmp_pa
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "the plan found" in refused.stderr and "not writable" in refused.stdout
     assert not runs.exists()
+
+
+def slurm_reasons() -> dict[str, str]:
+    """``sinfo -R`` on rg-head: each node with a reason, and the reason in full."""
+    proc = run("podman", "exec", "rg-head", "sinfo", "-R", "--noheader", "-o", "%N|%E")
+    assert proc.returncode == 0, proc.stderr
+    return dict(line.split("|", 1) for line in proc.stdout.splitlines() if "|" in line)
+
+
+def test_drain_cycle_in_the_demo_rack_slurm(provisioned_rack, tmp_path):
+    """Issue 16: a PSU failure on rg-node01 -> validate REJECTs it -> ``rackgate drain`` drains
+    it in the demo rack's real slurmctld, with the run, the check and the sensor in the
+    reason (``sinfo -R``); rg-node02, drained by hand by someone else, is never touched.
+    Heal, retest, ``drain --resume-passed`` -> rg-node01 idle again, rg-node02 still as
+    the person left it. A fresh run of the healed rack diffed against the faulty one names
+    exactly the one result that changed."""
+    require_slurm_idle(NODES)
+    hand = "ops: e2e hand drain, do not touch"
+    run("podman", "exec", "rg-head", "scontrol", "update", "nodename=rg-node02",
+        "state=drain", f"reason={hand}")
+    try:
+        inject = rackgate("demo", "inject", "psu-failure", "-i", DEMO)
+        assert inject.returncode == 0, inject.stdout + inject.stderr
+        faulty = rackgate("validate", "-i", DEMO, "--profile", "demo", "--checks", "redundancy")
+        assert faulty.returncode == 1, faulty.stdout + faulty.stderr
+        doc = report_of(faulty)
+        run_dir, run_id = doc["run"]["run_dir"], doc["run"]["run_id"]
+        shutil.copy(Path(run_dir) / "report.json", tmp_path / "faulty.json")
+
+        dry = rackgate("drain", run_dir, "--dry-run")
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert re.search(r"^rg-node01 .* to drain: rackgate ", dry.stdout, re.M), dry.stdout
+        assert "dry run: nothing changed" in dry.stdout
+        assert "rg-node01" not in slurm_reasons() and slurm_state("rg-node01") == "idle"
+
+        drained = rackgate("drain", run_dir)
+        assert drained.returncode == 0, drained.stdout + drained.stderr
+        reasons = slurm_reasons()
+        assert reasons["rg-node01"] == (f"rackgate {run_id}: redundancy.psu_ipmi: PSU2 Status "
+                                        f"(02h): Failure detected"), reasons
+        assert reasons["rg-node02"] == hand and slurm_state("rg-node01") == "drained"
+        actions = json.loads(next((Path(run_dir) / "scheduler").glob("*-drain/actions.json"))
+                             .read_text())["actions"]
+        assert [(a["node"], a["action"], a["ok"]) for a in actions] == [
+            ("rg-node01", "drain", True), ("rg-node02", "leave", True)]
+        assert actions[0]["commands"][0][:4] == ["scontrol", "update", "nodename=rg-node01",
+                                                 "state=drain"]
+
+        heal = rackgate("demo", "heal", "-i", DEMO)
+        assert heal.returncode == 0, heal.stdout + heal.stderr
+        retest = rackgate("validate", "--retest", run_dir)
+        assert retest.returncode == 0, retest.stdout + retest.stderr
+        resumed = rackgate("drain", run_dir, "--resume-passed")
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert re.search(r"^rg-node01 +ACCEPT +drained -> idle +resumed: passes now",
+                         resumed.stdout, re.M), resumed.stdout
+        assert re.search(r"^rg-node02 +ACCEPT +drained +left as it is: passes; someone else's",
+                         resumed.stdout, re.M), resumed.stdout
+        assert slurm_state("rg-node01") == "idle"
+        assert slurm_reasons() == {"rg-node02": hand}
+
+        healthy = rackgate("validate", "-i", DEMO, "--profile", "demo", "--checks",
+                           "redundancy")
+        assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+        diff = rackgate("diff", str(tmp_path / "faulty.json"),
+                        report_of(healthy)["run"]["run_dir"], "--json", str(tmp_path / "d.json"))
+        assert diff.returncode == 1, diff.stdout + diff.stderr  # a status changed
+        changes = json.loads((tmp_path / "d.json").read_text())["changes"]
+        assert [(c["node_a"], c["check"], c["status_a"], c["status_b"])
+                for c in changes] == [("rg-node01", "redundancy.psu_ipmi", "fail", "pass")]
+    finally:
+        rackgate("demo", "heal", "-i", DEMO)
+        for node in NODES:
+            run("podman", "exec", "rg-head", "scontrol", "update", f"nodename={node}",
+                "state=resume")
+    require_slurm_idle(NODES)

@@ -15,7 +15,9 @@ from rackgate.checks import load_profile
 from rackgate.cli import main
 from rackgate.model import Result, Status, node_verdict, rack_verdict
 from rackgate.reports import report_document
-from rackgate.reports.diff import FILTERS, DiffError, diff_reports, render_html, render_text
+from rackgate.reports.diff import diff_reports
+from rackgate.reports.diff_input import DiffError
+from rackgate.reports.diff_render import FILTERS, render_html, render_text
 
 FIO, PSU, IDENT, GPU, PORTS = ("fio.seq_read", "redundancy.psu", "node.identity",
                                "gpu.health", "fabric.ports")

@@ -14,17 +14,11 @@ import pytest
 from rackgate.checks import load_profile
 from rackgate.model import Result, Status, node_verdict, rack_verdict
 from rackgate.reports import report_document
-from rackgate.reports.html import (
-    FULL_TABLE_RESULTS,
-    LABEL_W,
-    MAX_BARS,
-    MAX_RACKS,
-    MAX_ROWS,
-    PLOT_W,
-    anchor,
-    elevations,
-    render_html,
-)
+from rackgate.reports.anchors import anchor
+from rackgate.reports.charts import LABEL_W, MAX_BARS, PLOT_W
+from rackgate.reports.elevation import MAX_RACKS, elevations
+from rackgate.reports.html import render_html
+from rackgate.reports.sections import FULL_TABLE_RESULTS, MAX_ROWS
 
 EVIL = '<script>alert("x")</script>'
 MANIFEST = {"run_id": "html-1", "inventory": ["inv"], "group": "gpu", "started": "t0",

@@ -11,7 +11,8 @@ from rackgate.checks.pairs import judge_pairwise, line_rate_threshold, node_resu
 from rackgate.model import Result, Status, node_verdict, rack_verdict
 from rackgate.profile import Hardware, NicSpec
 from rackgate.reports import report_document
-from rackgate.reports.html import heat_colour, render_html
+from rackgate.reports.heatmap import heat_colour
+from rackgate.reports.html import render_html
 
 NDR = Hardware(nics=[NicSpec(role="compute", count=8, rate_gbps=400, link_layer="InfiniBand",
                              source="DGX H100/H200 User Guide, Table 1 (test copy)")])

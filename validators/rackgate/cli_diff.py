@@ -16,14 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rackgate.reports.diff import (
-    DEFAULT_FIGURE_THRESHOLD_PCT,
-    MATCHES,
-    DiffError,
-    diff_reports,
-    render_html,
-    render_text,
-)
+from rackgate.reports.diff import DEFAULT_FIGURE_THRESHOLD_PCT, diff_reports
+from rackgate.reports.diff_input import DiffError
+from rackgate.reports.diff_pairing import MATCHES
+from rackgate.reports.diff_render import render_html, render_text
 from rackgate.store.evidence import atomic_write
 
 EXIT_SAME, EXIT_CHANGED, EXIT_CANNOT_RUN = 0, 1, 2
