@@ -43,7 +43,11 @@ import standin_checks
 
 import rackgate
 import rackgate.judge.run
+import rackgate.reports.charts
+import rackgate.reports.elevation
+import rackgate.reports.heatmap
 import rackgate.reports.html
+import rackgate.reports.sections
 import rackgate.reports.write
 import rackgate.run
 import rackgate.store.evidence
@@ -169,7 +173,9 @@ def install_phase_timers() -> Timers:
     t = Timers()
     t.patch_module(rackgate.run, skip={"judge_run", "validate", "resume",
                                        "_collect_and_judge"})
-    for module in (rackgate.judge.run, rackgate.reports.write, rackgate.reports.html):
+    for module in (rackgate.judge.run, rackgate.reports.write, rackgate.reports.html,
+                   rackgate.reports.sections, rackgate.reports.charts,
+                   rackgate.reports.elevation, rackgate.reports.heatmap):
         t.patch_module(module, skip={"render_html"})
     store = rackgate.store.evidence.EvidenceStore
     store.read = t.wrap("EvidenceStore.read", store.read)  # type: ignore[method-assign]

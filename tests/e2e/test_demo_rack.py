@@ -26,6 +26,7 @@ import yaml
 
 from rackgate.collect.task import check_argv
 from rackgate.demo.rack import BMC_PASSWORD
+from rackgate.figures import figure
 from rackgate.store.history import default_history_path, node_history, open_history
 
 pytestmark = pytest.mark.e2e
@@ -624,3 +625,39 @@ def test_drain_cycle_in_the_demo_rack_slurm(provisioned_rack, tmp_path):
             run("podman", "exec", "rg-head", "scontrol", "update", f"nodename={node}",
                 "state=resume")
     require_slurm_idle(NODES)
+
+
+def test_a_site_baseline_from_a_demo_run_is_what_validate_judges_against(provisioned_rack,
+                                                                         tmp_path):
+    """Issue 16: ``rackgate baseline`` of a demo run writes overrides whose refs are the
+    nodes' median figures, each basis naming the run, the nodes and the statistic; a
+    validate with ``--overrides`` records that profile and judges every node against those
+    refs. A wide tolerance (0.9) keeps the demo VM's noisy disk from flapping the verdict:
+    what is proven here is which numbers the judgement uses."""
+    golden = rackgate("validate", "-i", DEMO, "--profile", "demo", "--checks",
+                      "fio.seq_read,fio.rand_read")
+    assert golden.returncode == 0, golden.stdout + golden.stderr
+    doc = report_of(golden)
+    out = tmp_path / "overrides.yaml"
+    made = rackgate("baseline", doc["run"]["run_dir"], "--tolerance", "0.9", "-o", str(out))
+    assert made.returncode == 0, made.stdout + made.stderr
+    overrides = yaml.safe_load(out.read_text())
+    read_bw = overrides["checks"]["fio.seq_read"]["thresholds"]["read_bw"]
+    figures = sorted(result(n)["measured"] for n in doc["nodes"])
+    assert read_bw["ref"] == pytest.approx(sum(figures) / 2, rel=1e-5)  # median of two
+    assert read_bw["min_ratio"] == pytest.approx(0.1) and read_bw["limit"] is False
+    basis = " ".join(read_bw["basis"].split())
+    assert doc["run"]["run_id"] in basis and "rg-node01, rg-node02" in basis, basis
+    assert "median of 2 nodes" in basis, basis
+    assert set(overrides["checks"]["fio.rand_read"]["thresholds"]) == {"read_iops",
+                                                                      "read_p99_ms"}
+
+    judged = rackgate("validate", "-i", DEMO, "--profile", "demo", "--checks",
+                      "fio.seq_read,fio.rand_read", "--overrides", str(out))
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    doc2 = report_of(judged)
+    used = doc2["profile"]["checks"]["fio.seq_read"]["thresholds"]["read_bw"]
+    assert used["ref"] == read_bw["ref"] and "overrides" in doc2["profile"]["source"]
+    assert doc2["profile"]["sha256"] != doc["profile"]["sha256"]
+    for node in doc2["nodes"]:
+        assert f"0.1 x {figure(read_bw['ref'])} MB/s" in result(node)["expected"], node

@@ -221,7 +221,7 @@ def committed(kind: str, name: str) -> str:
     return body
 
 
-_MOVING = re.compile(r"[0-9]+(?:\.[0-9]+)? (?:s\b|errors/h|events/h)|\([0-9.]+/h")
+_MOVING = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)? (?:s\b|errors/h|events/h)|\([0-9.,]+/h")
 
 
 def judged(kind: str, text: str) -> tuple[Any, list[tuple[str, str, list[str]]]]:

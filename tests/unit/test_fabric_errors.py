@@ -79,7 +79,7 @@ def test_symbol_errors_rising_fail_the_link_naming_both_ends_cable_and_place() -
     assert judge(fixture("symbol-errors-rising")) == [(
         "fail", ["gpu001"],
         f'cable C-0001 ("gpu001 mlx5_0"[1] <-> "leaf-r0"[1]): SymbolErrorCounter of '
-        f'"leaf-r0"[1] rose from 0 to 40 in {w:.1f} s ({40 * 3600 / w:.0f} errors/h, above '
+        f'"leaf-r0"[1] rose from 0 to 40 in {w:.1f} s ({round(40 * 3600 / w):,} errors/h, above '
         f"the 765 errors/h limit of symbol_error_rise); at leaf-r0 (rack r01 U40)")]
     verdict = judge_fabric_errors(parse_ibcounters(fixture("symbol-errors-rising")), PARAMS,
                                   THRESHOLDS, PLAN)
@@ -93,7 +93,7 @@ def test_a_link_down_on_an_uplink_fails_the_nodes_behind_its_leaf() -> None:
     assert judge(fixture("link-downed-rising")) == [(
         "fail", ["gpu001", "gpu002"],
         f'cable C-0103 ("leaf-r1"[5] <-> "spine-1"[2]): LinkDownedCounter of "spine-1"[2] '
-        f"rose from 0 to 2 in {w:.1f} s ({2 * 3600 / w:.0f} events/h, above the 1 events/h "
+        f"rose from 0 to 2 in {w:.1f} s ({round(2 * 3600 / w):,} events/h, above the 1 events/h "
         f"limit of link_downed_rise); at leaf-r1 (rack r01 U41), spine-1 (rack r02 U40)")]
 
 
@@ -169,7 +169,7 @@ def test_an_hca_unplugged_mid_window_is_not_read_and_a_counter_without_threshold
     assert judge(fixture("hca-unplugged-mid-window")) == [
         ("warn", ["gpu001"],
          f'cable C-0001 ("gpu001 mlx5_0"[1] <-> "leaf-r0"[1]): PortRcvSwitchRelayErrors of '
-         f'"leaf-r0"[1] rose from 0 to 6 in {w:.1f} s ({6 * 3600 / w:.0f}/h; the profile sets '
+         f'"leaf-r0"[1] rose from 0 to 6 in {w:.1f} s ({round(6 * 3600 / w):,}/h; the profile sets '
          "no switch_relay_error_rise limit, so it is not judged); at leaf-r0 (rack r01 U40)"),
         ("error", ["gpu002"],
          f'cable C-0003 ("gpu002 mlx5_0"[1] <-> "leaf-r0"[2]): the counters of '

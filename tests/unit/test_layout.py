@@ -123,6 +123,11 @@ RULES = {
                        "rackgate.run", "rackgate.cli", "rackgate.placement"],
     "rackgate.reports": ["rackgate.collect", "rackgate.placement", "rackgate.judge.run",
                          "rackgate.judge.rack", "rackgate.run", "rackgate.cli"],
+    # drain's decisions and commands are pure; only scheduler.apply runs them
+    **{f"rackgate.scheduler.{m}": ["rackgate.collect.ansible", "rackgate.collect.processes",
+                                   "rackgate.store", "rackgate.judge", "rackgate.reports",
+                                   "rackgate.run", "rackgate.cli", "rackgate.placement"]
+       for m in ("drain", "slurm", "kubernetes")},
     "rackgate.programs": ["rackgate.collect", "rackgate.judge", "rackgate.store",
                           "rackgate.reports", "rackgate.run", "rackgate.cli",
                           "rackgate.placement"],

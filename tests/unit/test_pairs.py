@@ -151,3 +151,11 @@ def test_report_form_round_trips_the_figures():
     assert [(w["a"], w["b"], w["percent_of_line_rate"]) for w in doc["weak"]] == \
         [("a", "c", 25.0)]
     assert doc["status"] == "fail" and doc["culprit"] is None
+
+
+def test_a_bw_threshold_without_a_floor_is_refused_never_passes_every_pair():
+    from rackgate.profile import Threshold
+
+    ceiling_only = Threshold(unit="Gb/s", ref=400, max_ratio=1.0, basis="a ceiling, no floor")
+    with pytest.raises(ValueError, match="has no min_ratio"):
+        judge_pairwise(["a", "b"], {("a", "b"): 1.0}, ceiling_only)

@@ -31,15 +31,15 @@ def res(node, check, status, message="ok", measured=None, evidence="default", **
                   kw.pop("expected", ">= 50 MB/s (0.5 x 100 MB/s)"), evidence=ev, **kw)
 
 
-def make_doc(nodes, locations=None, run_id="run-1"):
-    """nodes: {name: [Result, ...]} in inventory order."""
+def make_doc(nodes, locations=None, run_id="run-1", durations=None):
+    """nodes: {name: [Result, ...]} in inventory order; durations: {(node, check): s}."""
     profile = load_profile("demo")
     rack = rack_verdict(node_verdict(name, rs) for name, rs in nodes.items())
     manifest = {"run_id": run_id, "inventory": ["/srv/inventory/rack07"], "group": "compute",
                 "limit": None, "checks": [FIO, PSU]}
     locations = locations or {name: f"rack r7 u {i}" for i, name in enumerate(nodes, 1)}
     digests = {(r.node, r.check): SHA for rs in nodes.values() for r in rs if r.evidence}
-    doc = report_document(rack, manifest, profile, locations, digests)
+    doc = report_document(rack, manifest, profile, locations, digests, durations=durations)
     return json.loads(json.dumps(doc))  # what report.json holds
 
 
@@ -81,12 +81,18 @@ def assert_counts(xml, root):
     return total
 
 
-def table(markdown):
-    """Rows of the blocking table as the GFM renderer sees them (HTML), and the raw lines."""
+def tables(markdown):
+    """The rows of each table as the GFM renderer sees them (HTML), and that HTML."""
     html = MarkdownIt("commonmark").enable("table").render(markdown)
-    body = re.search(r"<tbody>(.*)</tbody>", html, re.S)
-    rows = re.findall(r"<tr>(.*?)</tr>", body[1], re.S) if body else []
-    return [re.findall(r"<td>(.*?)</td>", r, re.S) for r in rows], html
+    return [[re.findall(r"<td>(.*?)</td>", row, re.S)
+             for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+            for body in re.findall(r"<tbody>(.*?)</tbody>", html, re.S)], html
+
+
+def table(markdown):
+    """Rows of the first (blocking) table, and the HTML."""
+    found, html = tables(markdown)
+    return (found[0] if found else []), html
 
 
 def unescape_cell(cell):
@@ -150,7 +156,46 @@ def test_fail_error_warn_skip_junit(tmp_path):
     [skipped] = cases[f"rackgate.{PSU}", "n3"].result
     assert skipped.message == "no BMC in inventory"
     warn = cases[f"rackgate.{PSU}", "n2"]
-    assert warn.is_passed and "WARN: PSU 2 of 2 reports a fan warning" in warn.system_out
+    assert warn.is_passed and warn.system_out.startswith("WARN: PSU 2 of 2 reports a fan "
+                                                         "warning\n")
+
+
+def test_a_warning_is_a_passing_case_with_a_status_property(tmp_path):
+    _, root = read_junit(tmp_path, mixed_doc())
+    props = {(c.get("classname"), c.get("name")): [
+        (p.get("name"), p.get("value")) for p in c.findall("properties/property")]
+        for c in root.iter("testcase")}
+    assert props.pop((f"rackgate.{PSU}", "n2")) == [("rackgate.status", "warn")]
+    assert all(found == [] for found in props.values())  # JUnit's own elements say the rest
+    [warn] = [c for c in root.iter("testcase") if c.find("properties") is not None]
+    assert [child.tag for child in warn] == ["properties", "system-out"]  # no failure
+
+
+def test_case_time_is_the_evidence_duration_and_suites_add_them_up(tmp_path):
+    doc = make_doc({"n1": [res("n1", FIO, Status.PASS, measured=612.3),
+                           res("n1", PSU, Status.PASS)],
+                    "n2": [res("n2", FIO, Status.FAIL, "slow", measured=42.0),
+                           res("n2", PSU, Status.ERROR, "unreachable", evidence=None)]},
+                   durations={("n1", FIO): 61.25, ("n2", FIO): 60.5, ("n1", PSU): 2.0})
+    assert doc["nodes"][1]["results"][1]["duration_s"] is None
+    xml, root = read_junit(tmp_path, doc)
+    times = {(s.name, c.name): c.time for s in xml for c in s}
+    assert times == {(FIO, "n1"): 61.25, (FIO, "n2"): 60.5, (PSU, "n1"): 2.0, (PSU, "n2"): 0}
+    assert [s.time for s in xml] == [121.75, 2.0] and xml.time == 123.75
+    assert [el.get("time") for el in root.iter("testcase")] == ["61.250", "60.500", "2.000",
+                                                                 "0.000"]
+    assert root.get("time") == "123.750"
+
+
+def test_figures_are_written_with_separators_never_in_scientific_notation(tmp_path):
+    doc = make_doc({"n1": [res("n1", FIO, Status.FAIL, "slow", measured=19810.4,
+                               details={"iops": 1.5e7, "jobs": 4})]})
+    xml, _ = read_junit(tmp_path, doc)
+    [case] = [c for s in xml for c in s]
+    assert "measured: 19,810 MB/s" in case.system_out
+    assert "details: iops=15,000,000; jobs=4" in case.system_out
+    rows, _ = table(render_markdown(doc))
+    assert rows[0][4] == "19,810 MB/s"
 
 
 def test_fail_error_warn_skip_markdown():
@@ -165,6 +210,38 @@ def test_fail_error_warn_skip_markdown():
     assert rows[1][4] == "—" and rows[1][7] == "—"  # no measurement, no evidence file
     assert f"- {FIO}: 1 pass, 1 fail, 1 error" in lines
     assert f"- {PSU}: 1 pass, 1 skip, 1 warn" in lines
+
+
+def test_summary_lists_the_warnings_after_the_blocking_results():
+    md = render_markdown(mixed_doc())
+    lines = md.splitlines()
+    (blocking, warnings), _ = tables(md)
+    assert [(r[0], r[2], r[3]) for r in blocking] == [("n2", FIO, "fail"), ("n3", FIO, "error")]
+    assert warnings == [["n2", "rack r7 u 2", PSU, "warn", "—", "&gt;= 50 MB/s (0.5 x 100 MB/s)",
+                         "PSU 2 of 2 reports a fan warning", f"evidence/n2/{PSU}.out"]]
+    heading = lines.index("**Warnings** (they do not block acceptance):")
+    last_blocking = max(i for i, line in enumerate(lines) if f"| {FIO} | error |" in line)
+    assert last_blocking < heading
+    assert heading < lines.index(f"- {FIO}: 1 pass, 1 fail, 1 error")
+
+
+def test_summary_without_warnings_has_no_warnings_section():
+    doc = make_doc({"n1": [res("n1", FIO, Status.FAIL, "slow", measured=1.0)]})
+    assert "Warnings" not in render_markdown(doc)
+
+
+def test_the_warnings_table_is_capped_like_the_blocking_one():
+    nodes = {f"gpu{i:03}": [res(f"gpu{i:03}", FIO, Status.WARN, "a peer outlier",
+                                measured=500.0),
+                            res(f"gpu{i:03}", PSU, Status.FAIL, "PSU2 failed")] for i in range(64)}
+    md = render_markdown(make_doc(nodes), max_rows=10)
+    (blocking, warnings), html = tables(md)
+    assert len(blocking) == len(warnings) == 10 and warnings[-1][0] == "gpu009"
+    assert "<p>… and 54 more blocking results in report.json</p>" in html
+    assert "<p>… and 54 more warnings in report.json</p>" in html
+    assert html.index("more blocking results") < html.index("<strong>Warnings</strong>") \
+        < html.index("more warnings")
+    assert html.count("<li>") == 2  # the per-check lines are still a list after the note
 
 
 def hostile_doc():
@@ -205,6 +282,8 @@ def test_hostile_strings_markdown():
     md = render_markdown(hostile_doc())
     rows, html = table(md)
     assert len(rows) == 1 and len(rows[0]) == 8  # the warn is not blocking; no cell split
+    (_, warnings), _ = tables(md)
+    assert len(warnings) == 1 and len(warnings[0]) == 8 and warnings[0][3] == "warn"
     assert "<b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html and "\x01" not in md
     raw = md.splitlines()[4]
     cells = re.split(r"(?<!\\)\|", raw)[1:-1]

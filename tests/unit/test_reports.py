@@ -193,3 +193,63 @@ def test_a_history_that_cannot_be_written_never_loses_the_reports(tmp_path, fixt
     assert main(["judge", str(run)]) == 0
     err = capsys.readouterr().err
     assert "warning: reports written to" in err and "history was not updated" in err
+
+
+def console_rows(stdout):
+    """(node, check, status) of each row of the console's table (its first line)."""
+    rows = []
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 6 and cells[0] and cells[0] != "node":
+            rows.append(tuple(cells[:3]))
+    return rows
+
+
+def test_the_console_lists_only_the_problems_worst_first_with_counts(tmp_path, fixture_text,
+                                                                    capsys):
+    from rackgate.cli import main
+
+    healthy = fixture_text("fio/seq-read-healthy.json")
+    impossible = {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"ref": 1e9}}}}}
+    run = stored_run(tmp_path, fixture_text, [("n1", "rack r1 u 1", {}, healthy),
+                                              ("n2", "rack r1 u 2", impossible, healthy),
+                                              ("n3", "rack r1 u 3", {}, None)])
+    assert main(["judge", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert console_rows(out) == [("n3", "fio.seq_read", "error"), ("n2", "fio.seq_read", "fail")]
+    lines = out.splitlines()
+    counts = lines.index("Results: 1 pass, 0 skip, 0 warn, 1 fail, 1 error (3 nodes x 1 check)")
+    assert lines[counts + 1] == "Rack verdict: REJECT (1/3 nodes accepted)"
+    assert "  - n2 (rack r1 u 2): fio.seq_read: fail: sequential read 1,209 MB/s misses >= " \
+           "500,000,000 MB/s" in out
+    assert not re.search(r"\d[eE][+-]\d", out)
+
+    assert main(["judge", str(run), "--show", "all"]) == 1
+    out = capsys.readouterr().out
+    assert console_rows(out) == [("n3", "fio.seq_read", "error"), ("n2", "fio.seq_read", "fail"),
+                                 ("n1", "fio.seq_read", "pass")]
+    assert re.search(r"│ n1 +│ fio\.seq_read +│ pass +│ 1,209 MB/s +│", out)
+
+
+def test_a_healthy_rack_prints_its_counts_and_no_empty_table(tmp_path, fixture_text, capsys):
+    from rackgate.cli import main
+
+    healthy = fixture_text("fio/seq-read-healthy.json")
+    run = stored_run(tmp_path, fixture_text, [("n1", "", {}, healthy), ("n2", "", {}, healthy)])
+    assert main(["judge", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "│" not in out and console_rows(out) == []
+    assert out.splitlines()[:2] == ["Results: 2 pass, 0 skip, 0 warn, 0 fail, 0 error "
+                                    "(2 nodes x 1 check)",
+                                    "Rack verdict: ACCEPT (2/2 nodes accepted)"]
+
+
+def test_history_prints_figures_with_separators(tmp_path, fixture_text, capsys):
+    from rackgate.cli import main
+
+    run = stored_run(tmp_path, fixture_text,
+                     [("n1", "", {}, fixture_text("fio/seq-read-healthy.json"))])
+    judge_run(run)
+    assert main(["history", "n1", "--runs-dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"│ pass +│ 1,209 MB/s +│", out) and "1208.95" not in out

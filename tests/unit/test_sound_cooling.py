@@ -68,8 +68,8 @@ def test_sound_4_cdu_non_finite_flow_is_refused_naming_the_field(value):
 
 
 @pytest.mark.parametrize(("field", "value", "words"), [
-    ("FlowLitersPerMinute", 1e9, "coolant flow 1e+09 L/min is outside the physically "
-                                 "plausible 0 to 10000 L/min"),
+    ("FlowLitersPerMinute", 1e9, "coolant flow 1,000,000,000 L/min is outside the physically "
+                                 "plausible 0 to 10,000 L/min"),
     ("SupplyTemperatureCelsius", -1.0, "supply temperature -1 C is outside the physically "
                                        "plausible 0 to 100 C"),
     ("ReturnTemperatureCelsius", 350.0, "return temperature 350 C is outside"),

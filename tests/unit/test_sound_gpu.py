@@ -119,7 +119,7 @@ def test_sound_4_nvlink_speed_far_above_nominal_is_an_error():
         "Link 0: 26.562 GB/s", "Link 0: 9999 GB/s", 1)
     j = judge_nvlink(parse_nvlink_status(text), NvLinkParams(), {}, HW)
     assert j.status is Status.ERROR, j.message
-    assert "GPU 0 links 0 (9999 GB/s) read above 2 x the nominal 25 GB/s" in j.message
+    assert "GPU 0 links 0 (9,999 GB/s) read above 2 x the nominal 25 GB/s" in j.message
 
 
 # --- finding 2 (allow-lists): health is shown, not assumed from a missing section -------------

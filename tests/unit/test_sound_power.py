@@ -167,7 +167,7 @@ def test_sound_4_ipmi_impossible_input_power_is_an_error():
                                                                      "| 9000000 Watts")
     j = judge_psu_ipmi(parse_ipmi_sdr(text), PsuIpmiParams(), {}, HW2)
     assert j.status is Status.ERROR, j.message
-    assert "PSU1 Power In (03h): 9e+06 W is implausible" in j.message
+    assert "PSU1 Power In (03h): 9,000,000 W is implausible" in j.message
 
 
 def test_sound_4_redfish_impossible_input_power_is_an_error():
@@ -176,7 +176,7 @@ def test_sound_4_redfish_impossible_input_power_is_an_error():
     j = redfish(collected(res), Hardware(psu=PsuSpec(count=6, redundancy="N+2",
                                                      watts_each=3300, source=SRC)))
     assert j.status is Status.ERROR, j.message
-    assert "Power Supply Bay2: input power 5e+09 W is outside 0 to 4950 W" in j.message
+    assert "Power Supply Bay2: input power 5,000,000,000 W is outside 0 to 4,950 W" in j.message
 
 
 # --- finding 9: one node's output can leave the rack with no report ---------------------------

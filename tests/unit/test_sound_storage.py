@@ -77,7 +77,7 @@ def test_sound_4_fio_bandwidth_beyond_any_node_is_an_error():
     text = text.replace('"io_bytes" : 3628072960', '"io_bytes" : 3001000000000000000', 1)
     j = judge_seq_read(parse_fio_json(text), None, READ_BW)  # type: ignore[arg-type]
     assert j.status is Status.ERROR, j.message
-    assert "fio read: bandwidth 1e+12 MB/s is above the 1e+07 MB/s" in j.message
+    assert "fio read: bandwidth 1,000,000,000,000 MB/s is above the 10,000,000 MB/s" in j.message
 
 
 def test_sound_4_fio_negative_p99_latency_is_an_error():
@@ -86,7 +86,7 @@ def test_sound_4_fio_negative_p99_latency_is_an_error():
     assert text != healthy
     j = judge_rand_read(parse_fio_json(text), None, RAND)  # type: ignore[arg-type]
     assert j.status is Status.ERROR, j.message
-    assert "p99 completion latency -1e+06 ns is not positive" in j.message
+    assert "p99 completion latency -1,000,000 ns is not positive" in j.message
 
 
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400"])

@@ -204,7 +204,7 @@ def test_nvlink_inactive_link_fails_naming_gpu_and_link():
 def test_nvlink_slow_link_fails_with_speed_and_floor():
     j = nvlink("nvlink-gpu2-link3-slow.txt")
     assert j.status is Status.FAIL
-    assert j.message == "GPU 2 links 3 (13.281 GB/s) are below 25 GB/s"
+    assert j.message == "GPU 2 links 3 (13.28 GB/s) are below 25 GB/s"
 
 
 def test_nvlink_missing_gpu_fails():

@@ -24,15 +24,21 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from rackgate import __version__
 from rackgate.checks import RACK_REGISTRY, REGISTRY
 from rackgate.checks.base import Check
+from rackgate.cli_baseline import register as register_baseline
+from rackgate.cli_diff import register as register_diff
+from rackgate.cli_drain import register as register_drain
 from rackgate.cli_fabric import register as register_fabric
+from rackgate.cli_results import STATUS_STYLE, add_show, print_outcome
 from rackgate.collect.preflight import PlanRefused, errors, preflight
 from rackgate.collect.preflight_records import Problem
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.demo.rack import DemoError
+from rackgate.figures import with_unit
 from rackgate.inventory import InventoryError, load_inventory
 from rackgate.model import Verdict
 from rackgate.placement import placement_of
@@ -44,8 +50,6 @@ from rackgate.store.history import HistoryError, default_history_path, node_hist
 from rackgate.store.manifest import RunError
 
 EXIT_ACCEPT, EXIT_REJECT, EXIT_CANNOT_RUN = 0, 1, 2
-STATUS_STYLE = {"pass": "green", "skip": "dim", "warn": "yellow", "fail": "red bold",
-                "error": "magenta bold"}
 
 # Logs (CI, pipes) get a wide table instead of rich's 80-column default.
 _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
@@ -53,47 +57,23 @@ out = Console(width=_WIDTH)
 err = Console(stderr=True, width=_WIDTH)
 
 
-def _summary(outcome: RunOutcome) -> int:
-    table = Table(title="Results", show_lines=False)
-    for col in ("node", "check", "status", "measured", "expected", "message"):
-        table.add_column(col, overflow="fold")
-    for n in outcome.rack.nodes:
-        for r in n.results:
-            measured = f"{r.measured:g} {r.unit}" if r.measured is not None else "-"
-            style = STATUS_STYLE[r.status.label]
-            table.add_row(n.node, r.check, f"[{style}]{r.status.label}[/]", measured,
-                          r.expected or "-", r.message)
-    out.print(table)
-    verdict = outcome.rack.verdict
-    colour = "green" if verdict is Verdict.ACCEPT else "red"
-    accepted = sum(1 for n in outcome.rack.nodes if n.verdict is Verdict.ACCEPT)
-    revision = f", revision {outcome.revision}" if outcome.revision > 1 else ""
-    out.print(f"[bold {colour}]Rack verdict: {verdict.value}[/] "
-              f"({accepted}/{len(outcome.rack.nodes)} nodes accepted{revision})")
-    for reason in outcome.rack.reasons:
-        out.print(f"  - {reason}", markup=False, highlight=False)
-    reports = outcome.reports
-    out.print(f"Report (HTML): {reports.html}", markup=False, highlight=False)
-    out.print(f"Report (JSON): {reports.json}", markup=False, highlight=False)
-    out.print(f"JUnit XML: {reports.junit}, ticket summary: {reports.summary}", markup=False,
-              highlight=False)
-    if outcome.history_error:
-        err.print(f"rackgate: warning: reports written to {reports.json.parent}, but "
-                  f"{outcome.history_error}", markup=False, highlight=False)
-    return EXIT_ACCEPT if verdict is Verdict.ACCEPT else EXIT_REJECT
+def _summary(outcome: RunOutcome, show: str = "problems") -> int:
+    print_outcome(outcome, show, out, err)
+    return EXIT_ACCEPT if outcome.rack.verdict is Verdict.ACCEPT else EXIT_REJECT
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     if args.resume and args.retest:
         raise RunError("--resume and --retest are two ways to go on with a run: give one")
     if args.resume:
-        if args.inventory or args.profile or args.checks or args.limit:
+        if args.inventory or args.profile or args.overrides or args.checks or args.limit:
             raise RunError("--resume takes the inventory, profile, hosts and checks from the "
-                           "run's manifest.json; drop -i/--profile/--checks/--limit")
+                           "run's manifest.json; drop -i/--profile/--overrides/--checks/--limit")
     elif args.retest:
-        if args.inventory or args.profile or args.checks:
+        if args.inventory or args.profile or args.overrides or args.checks:
             raise RunError("--retest takes the inventory, profile and checks from the run's "
-                           "manifest.json; drop -i/--profile/--checks (--limit picks nodes)")
+                           "manifest.json; drop -i/--profile/--overrides/--checks (--limit "
+                           "picks nodes)")
     elif not (args.inventory and args.profile):
         raise RunError("validate needs -i INVENTORY and --profile PROFILE (or --resume RUN_DIR, "
                        "or --retest RUN_DIR)")
@@ -144,7 +124,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                  on_plan=on_plan, progress=on_result, stop=stop,
                                  keep_artifacts=args.keep_artifacts)
             else:
-                outcome = validate(args.inventory, load_profile_or_fail(args.profile),
+                outcome = validate(args.inventory,
+                                   load_profile_or_fail(args.profile, args.overrides or ()),
                                    group=args.group, limit=args.limit,
                                    checks=checks or None, runs_dir=Path(args.runs_dir),
                                    forks=args.forks, on_plan=on_plan, progress=on_result,
@@ -158,7 +139,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if stop():  # Ctrl-C also reached a child (ansible-inventory): say what happened
             raise Interrupted(stop.signame) from exc
         raise
-    code = _summary(outcome)
+    code = _summary(outcome, args.show)
     if stop():  # it came after collection: the reports stand, the exit code says so
         err.print(f"rackgate validate: interrupted by {stop.signame} after the reports were "
                   f"written", markup=False, highlight=False)
@@ -180,8 +161,9 @@ def _plan_only(args: argparse.Namespace, checks: Sequence[str]) -> int:
     """``validate --plan``: the plan's problems; exit 2 on any error, else 0."""
     if args.resume or args.retest or args.no_plan:
         raise RunError("--plan plans a fresh run: drop --resume, --retest and --no-plan")
-    prep = prepare(args.inventory, load_profile_or_fail(args.profile), group=args.group,
-                   limit=args.limit, checks=checks or None, fabric_plan_file=args.fabric_plan)
+    prep = prepare(args.inventory, load_profile_or_fail(args.profile, args.overrides or ()),
+                   group=args.group, limit=args.limit, checks=checks or None,
+                   fabric_plan_file=args.fabric_plan)
     problems = preflight(prep.view, prep.selected, prep.inv.sources, forks=args.forks)
     _print_problems(problems)
     return EXIT_CANNOT_RUN if errors(problems) else EXIT_ACCEPT
@@ -207,7 +189,8 @@ def stop_on_signals(stop: Stop) -> Iterator[None]:
 def cmd_judge(args: argparse.Namespace) -> int:
     profile = load_profile_or_fail(args.profile) if args.profile else None
     out_dir = Path(args.out) if args.out else None
-    return _summary(judge_run(Path(args.run_dir), profile, out_dir))
+    return _summary(judge_run(Path(args.run_dir), profile, out_dir, args.overrides or ()),
+                    args.show)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -227,10 +210,11 @@ def cmd_history(args: argparse.Namespace) -> int:
                 "message"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        measured = f"{r.measured:g} {r.unit}" if r.measured is not None else "-"
-        table.add_row(r.judged_at, r.run_id, str(r.revision), r.profile, r.check,
+        measured = with_unit(r.measured, r.unit) if r.measured is not None else "-"
+        table.add_row(r.judged_at, r.run_id, str(r.revision), Text(r.profile), Text(r.check),
                       str(r.attempt) if r.attempt else "-",
-                      f"[{STATUS_STYLE[r.status.label]}]{r.status.label}[/]", measured, r.message)
+                      f"[{STATUS_STYLE[r.status.label]}]{r.status.label}[/]", Text(measured),
+                      Text(r.message))
     out.print(table)
     return EXIT_ACCEPT
 
@@ -311,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("-i", "--inventory", action="append",
                    help="Ansible inventory (repeat to combine sources)")
     v.add_argument("--profile", help="shipped profile name or a profile file")
+    v.add_argument("--overrides", action="append", type=Path, metavar="FILE",
+                   help="profile overrides (YAML, e.g. from rackgate baseline) merged over "
+                        "--profile; repeat to merge several, in order")
     v.add_argument("--fabric-plan", type=Path, help="the fabric plan (default: the fabric.yml "
                    "beside the inventory, if there is one)")
     v.add_argument("--resume", metavar="RUN_DIR",
@@ -339,12 +326,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "problem a run would meet (no benchmark runs); exit 2 on an error")
     v.add_argument("--no-plan", action="store_true", help="collect without the plan first "
                    "(validate refuses to start on a plan error; --resume never re-plans)")
+    add_show(v)
     v.set_defaults(func=cmd_validate)
 
     j = sub.add_parser("judge", help="judge a stored run again, offline")
     j.add_argument("run_dir")
     j.add_argument("--profile", help="profile to judge with (default: the run's own)")
+    j.add_argument("--overrides", action="append", type=Path, metavar="FILE",
+                   help="profile overrides (YAML, e.g. from rackgate baseline) merged over the "
+                        "profile; repeat to merge several, in order")
     j.add_argument("--out", help="where to write the reports (default: the run directory)")
+    add_show(j)
     j.set_defaults(func=cmd_judge)
 
     h = sub.add_parser("history", help="a node's results over time (runs/history.sqlite)")
@@ -372,6 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("what", choices=["profiles", "checks"])
     ls.set_defaults(func=cmd_list)
     register_fabric(sub)
+    register_drain(sub)
+    register_baseline(sub)
+    register_diff(sub)
     return p
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rackgate.checks import RACK_REGISTRY, REGISTRY, load_profile, profile_from_document
 from rackgate.checks.base import Check
 from rackgate.collect.phases import Collection, record_not_run
@@ -289,15 +291,17 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
 
 
 def judge_run(run_dir: Path, profile: Profile | None = None,
-              out_dir: Path | None = None) -> RunOutcome:
-    """Judge the evidence stored in ``run_dir`` (with its own profile unless one is given)
-    and write the reports into ``out_dir`` (default: the run directory)."""
+              out_dir: Path | None = None, overrides_files: Sequence[Path] = ()) -> RunOutcome:
+    """Judge the evidence stored in ``run_dir`` (with its own profile unless one is given,
+    with ``overrides_files`` merged over it: ``apply_overrides``) and write the reports into
+    ``out_dir`` (default: the run directory)."""
     manifest = read_manifest(run_dir)
     recorded = recorded_profile(manifest, run_dir)
+    judged = apply_overrides(profile or recorded, overrides_files)
     overrides = _recorded_overrides(manifest)
-    profiles = node_profiles(profile or recorded, overrides)
-    collected_with = profiles if profile is None else node_profiles(recorded, overrides)
-    return _judge(run_dir, manifest, profile or recorded, profiles, collected_with,
+    profiles = node_profiles(judged, overrides)
+    collected_with = profiles if judged is recorded else node_profiles(recorded, overrides)
+    return _judge(run_dir, manifest, judged, profiles, collected_with,
                   recorded_fabric(manifest, run_dir), out_dir or run_dir)
 
 
@@ -349,8 +353,42 @@ def _judge_job(manifest: Mapping[str, Any], profiles: Mapping[str, Profile],
                     manifest.get("no_launch_reason"), fabric, manifest.get("fabric_host"))
 
 
-def load_profile_or_fail(name: str) -> Profile:
+def load_profile_or_fail(name: str, overrides_files: Sequence[Path] = ()) -> Profile:
+    """A profile by name or path, with ``overrides_files`` merged over it
+    (``apply_overrides``); RunError naming the file and field."""
     try:
-        return load_profile(name)
+        profile = load_profile(name)
     except ProfileError as exc:
         raise RunError(str(exc)) from None
+    return apply_overrides(profile, overrides_files)
+
+
+def apply_overrides(profile: Profile, files: Sequence[Path]) -> Profile:
+    """``profile`` with each overrides file (a partial profile in YAML, such as ``rackgate
+    baseline`` writes) deep-merged over it in the order given and validated again, as
+    inventory overrides are; the result records every file in its source and sha256, so a
+    run's manifest holds the profile it was judged with. A file that names a check the
+    profile does not define is refused: merged in, it would enable that check with default
+    params instead of changing a figure."""
+    for path in files:
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise RunError(f"overrides {path}: cannot read it: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise RunError(f"overrides {path}: not valid YAML: {exc}") from None
+        if not isinstance(doc, dict) or not doc:
+            raise RunError(f"overrides {path}: must be a non-empty mapping (a partial "
+                           f"profile), got {type(doc).__name__}")
+        checks = doc.get("checks")
+        foreign = sorted(set(checks) - set(profile.model.checks)) \
+            if isinstance(checks, dict) else []
+        if foreign:
+            raise RunError(f"overrides {path}: checks.{foreign[0]}: profile {profile.name} "
+                           f"does not define this check (an overrides file changes a "
+                           f"profile's checks; it cannot add one)")
+        try:
+            profile = profile.with_overrides(doc, f"overrides {path}")
+        except ProfileError as exc:
+            raise RunError(str(exc)) from None
+    return profile

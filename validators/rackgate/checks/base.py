@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rackgate.figures import figure, with_unit
 from rackgate.model import Better, Judgement, Result, Status
 from rackgate.profile import Hardware, Threshold
 
@@ -138,6 +139,10 @@ class Check:
     # (params, hostvars) -> what the command needs on the host (for a check launched across
     # the nodes: on each node); the plan (``collect.preflight``) looks for it first
     needs: Callable[[Any, Mapping[str, Any]], HostNeeds] = no_needs
+    # The benchmark figures a site may baseline from its own golden nodes (``rackgate
+    # baseline``): (metric, where a result holds its figure: "measured", or a key of the
+    # result's details). Limits (safety, health, counts, line rates) are never declared.
+    baseline: tuple[tuple[str, str], ...] = ()
 
     collected = True  # a command runs for it: the plan collects evidence for it
 
@@ -178,32 +183,36 @@ def implausible(measured: float, threshold: Threshold, what: str) -> str | None:
     >>> t = Threshold(unit="GB/s", ref=450, min_ratio=0.8, limit=True, basis="NVLink 4 x18")
     >>> implausible(float("inf"), t, "busbw")
     'busbw inf is not a finite number'
-    >>> implausible(1e30, t, "busbw")
-    'busbw 1e+30 GB/s is above the 450 GB/s physical limit (x1.05 tolerance): implausible evidence'
+    >>> print(implausible(1e15, t, "busbw"))
+    busbw 1,000,000,000,000,000 GB/s is above the 450 GB/s physical limit (x1.05 tolerance): \
+implausible evidence
     >>> implausible(400.0, t, "busbw") is None
     True
     """
     if not math.isfinite(measured):
         return f"{what} {measured} is not a finite number"
     ceiling = threshold.plausible_max
+    unit = threshold.unit
     if ceiling is not None and measured > ceiling * LIMIT_TOLERANCE:
-        return (f"{what} {measured:.4g} {threshold.unit} is above the {ceiling:g} "
-                f"{threshold.unit} physical limit (x{LIMIT_TOLERANCE:g} tolerance): "
-                f"implausible evidence")
+        return (f"{what} {with_unit(measured, unit)} is above the {with_unit(ceiling, unit)} "
+                f"physical limit (x{figure(LIMIT_TOLERANCE)} tolerance): implausible evidence")
     if ceiling is not None and measured < 0:
-        return (f"{what} {measured:.4g} {threshold.unit} is negative, below any physical "
-                f"measurement of a quantity limited by {ceiling:g} {threshold.unit}")
+        return (f"{what} {with_unit(measured, unit)} is negative, below any physical "
+                f"measurement of a quantity limited by {with_unit(ceiling, unit)}")
     return None
 
 
 def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
     """Judge one figure against its threshold band. A figure that cannot be a measurement
     (not finite; beyond a physical limit; negative against a limit) is an ``error``.
+    Figures print as :func:`rackgate.figures.figure` writes them (never 1.981e+04).
 
-    >>> t = Threshold(unit="MB/s", ref=100, min_ratio=0.5, basis="nominal demo floor")
-    >>> j = compare(42.0, t, "sequential read")
+    >>> t = Threshold(unit="MB/s", ref=25000, min_ratio=0.5, basis="nominal demo floor")
+    >>> j = compare(19810.4, t, "sequential read")
     >>> j.status.label, j.expected
-    ('fail', '>= 50 MB/s (0.5 x 100 MB/s)')
+    ('pass', '>= 12,500 MB/s (0.5 x 25,000 MB/s)')
+    >>> j.message
+    'sequential read 19,810 MB/s meets >= 12,500 MB/s (0.5 x 25,000 MB/s)'
     >>> compare(float("nan"), t, "sequential read").status.label
     'error'
     """
@@ -212,21 +221,19 @@ def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
         return Judgement(Status.ERROR, why, None, threshold.unit)
     parts = []
     ok = True
-    lo, hi = threshold.lower_bound, threshold.upper_bound
-    if lo is not None:
-        parts.append(f">= {lo:g} {threshold.unit} ({threshold.min_ratio:g} x {threshold.ref:g} "
-                     f"{threshold.unit})")
+    lo, hi, unit = threshold.lower_bound, threshold.upper_bound, threshold.unit
+    ref = with_unit(threshold.ref, unit)
+    if lo is not None and threshold.min_ratio is not None:
+        parts.append(f">= {with_unit(lo, unit)} ({figure(threshold.min_ratio)} x {ref})")
         ok = ok and measured >= lo
-    if hi is not None:
-        parts.append(f"<= {hi:g} {threshold.unit} ({threshold.max_ratio:g} x {threshold.ref:g} "
-                     f"{threshold.unit})")
+    if hi is not None and threshold.max_ratio is not None:
+        parts.append(f"<= {with_unit(hi, unit)} ({figure(threshold.max_ratio)} x {ref})")
         ok = ok and measured <= hi
     expected = " and ".join(parts)
     percent = 100.0 * measured / threshold.ref if threshold.limit else None
-    of_limit = f", {percent:.0f}% of the {threshold.ref:g} {threshold.unit} limit" \
-        if percent is not None else ""
+    of_limit = f", {percent:.0f}% of the {ref} limit" if percent is not None else ""
     verb = "meets" if ok else "misses"
-    message = (f"{what} {measured:.4g} {threshold.unit} {verb} {expected}{of_limit}")
+    message = f"{what} {with_unit(measured, unit)} {verb} {expected}{of_limit}"
     better: Better = None
     if lo is not None and hi is None:
         better = "higher"

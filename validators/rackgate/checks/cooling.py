@@ -35,6 +35,7 @@ from rackgate.checks.redfish_power import (
     judge_psu_redfish,
 )
 from rackgate.checks.redfish_power import status_findings as _status_findings
+from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.redfish import (
     CoolingRecord,
@@ -128,7 +129,8 @@ def _implausible(attr: str, value: float, params: CduParams) -> str | None:
         lo, hi, unit = VACUUM_KPA, float("inf"), "kPa"
     if lo <= value <= hi:
         return None
-    return f"{value:g} {unit} is outside the physically plausible {lo:g} to {hi:g} {unit}"
+    return (f"{figure(value)} {unit} is outside the physically plausible {figure(lo)} to "
+            f"{figure(hi)} {unit}")
 
 
 def _cdu_findings(rec: CoolingRecord, params: CduParams) -> tuple[list[str], list[str]]:

@@ -39,6 +39,7 @@ from rackgate.checks.base import Check, HostNeeds, Scope, judged_against_the_pla
 from rackgate.checks.fabric_query import FabricQueryParams, at, link_hosts, query_needs
 from rackgate.fabric.findings import FabricFinding, FabricVerdict
 from rackgate.fabric.plan import End, FabricPlan, PlannedLink
+from rackgate.figures import figure
 from rackgate.model import Status
 from rackgate.parsers.ibcounters import (
     ALL_PORTS,
@@ -196,14 +197,18 @@ def _judge_end(end: End, link: PlannedLink, rec: FabricErrorCounters, plan: Fabr
         elif rate > limit:
             least = "at least " if v2 >= top else ""
             add(Status.FAIL, moved.format("rose") + f" ({least}{_rate(rate)} {t.unit}, above "
-                f"the {limit:g} {t.unit} limit of {metric})")
+                f"the {figure(limit)} {t.unit} limit of {metric})")
         else:
             tally.within += 1
 
 
 def _rate(per_h: float) -> str:
-    """A rate for a message: whole numbers from 10 on, three digits below."""
-    return f"{per_h:.0f}" if per_h >= 10 else f"{per_h:.3g}"
+    """A rate for a message: whole numbers from 10 on, about four digits below.
+
+    >>> _rate(28800.4), _rate(12.6), _rate(0.0123456)
+    ('28,800', '13', '0.01235')
+    """
+    return figure(round(per_h) if per_h >= 10 else per_h)
 
 
 def judge_fabric_errors(rec: FabricErrorCounters, params: FabricErrorsParams,

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from rackgate.checks.base import Check, CommandError, HostNeeds, Params, Scope, compare
+from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.fio import FioDirection, FioJob, FioRun, parse_fio_json
 from rackgate.profile import Hardware, Threshold
@@ -134,17 +135,17 @@ BW_CONSISTENCY = 2.0
 
 def _implausible(which: str, d: FioDirection) -> str | None:
     """Why one direction's figures cannot be a real measurement, or None."""
-    p99 = "none" if d.clat_p99_ns is None else f"{d.clat_p99_ns:g}"
+    p99 = "none" if d.clat_p99_ns is None else figure(d.clat_p99_ns)
     checks = (
         (d.io_bytes >= 0, f"io_bytes {d.io_bytes} is negative"),
         (d.runtime_ms > 0, f"runtime {d.runtime_ms} ms is not positive although "
                            f"{d.io_bytes} bytes moved"),
-        (d.bw_bytes_per_s >= 0, f"bandwidth {d.bw_bytes_per_s} B/s is negative"),
+        (d.bw_bytes_per_s >= 0, f"bandwidth {figure(d.bw_bytes_per_s)} B/s is negative"),
         (d.bw_bytes_per_s <= MAX_BYTES_PER_S,
-         f"bandwidth {d.bw_bytes_per_s / 1e6:.4g} MB/s is above the {MAX_BYTES_PER_S / 1e6:g} "
-         "MB/s any node's memory or PCIe can carry"),
+         f"bandwidth {figure(d.bw_bytes_per_s / 1e6)} MB/s is above the "
+         f"{figure(MAX_BYTES_PER_S / 1e6)} MB/s any node's memory or PCIe can carry"),
         (0 <= d.iops <= MAX_BYTES_PER_S / MIN_IO_BYTES,
-         f"iops {d.iops:g} is outside 0 to {MAX_BYTES_PER_S / MIN_IO_BYTES:g}"),
+         f"iops {figure(d.iops)} is outside 0 to {figure(MAX_BYTES_PER_S / MIN_IO_BYTES)}"),
         (d.clat_p99_ns is None or d.clat_p99_ns > 0,
          f"p99 completion latency {p99} ns is not positive"),
     )
@@ -153,8 +154,8 @@ def _implausible(which: str, d: FioDirection) -> str | None:
             return f"fio {which}: {why}: implausible evidence"
     derived = d.io_bytes * 1000 / d.runtime_ms
     if not derived / BW_CONSISTENCY <= d.bw_bytes_per_s <= derived * BW_CONSISTENCY:
-        return (f"fio {which}: bandwidth {d.bw_bytes_per_s} B/s disagrees with io_bytes / "
-                f"runtime = {derived:.0f} B/s: implausible evidence")
+        return (f"fio {which}: bandwidth {figure(d.bw_bytes_per_s)} B/s disagrees with "
+                f"io_bytes / runtime = {figure(derived)} B/s: implausible evidence")
     return None
 
 
@@ -279,8 +280,17 @@ def room_bytes(p: FioParams) -> int:
     return int(p.size.rstrip("KMGT")) * _UNITS.get(p.size[-1], 1) * p.numjobs
 
 
+# What a site may baseline (``Check.baseline``): every fio figure measures the site's own
+# storage. The judges' headline figure is the result's measured value (MB/s; IOPS for
+# random reads); the p99 latency is in the result's details (``clat_p99_ms``).
+_READ_BW = (("read_bw", "measured"),)
+_WRITE_BW = (("write_bw", "measured"),)
+_RAND = (("read_iops", "measured"), ("read_p99_ms", "clat_p99_ms"))
+
+
 def _check(name: str, rw: str, params: type[FioParams], metrics: set[str], judge: Any,
-           description: str, pfs: bool = False) -> Check:
+           description: str, baseline: tuple[tuple[str, str], ...],
+           pfs: bool = False) -> Check:
     short = name.removeprefix("fio.").removeprefix("pfs.")
     if pfs:
         def command(p: FioParams, hv: Mapping[str, Any]) -> list[str]:
@@ -301,20 +311,25 @@ def _check(name: str, rw: str, params: type[FioParams], metrics: set[str], judge
         description=description, params_model=params, metrics=frozenset(metrics),
         command=command, parse=parse_fio_json, needs=needs,
         judge=judge, applies=_no_pfs if pfs else (lambda hw: None),
+        baseline=baseline,
     )
 
 
 CHECKS = (
     _check("fio.seq_read", "read", SeqReadParams, {"read_bw"}, judge_seq_read,
-           "Sequential read bandwidth on the node's scratch path (fio, 1 MiB blocks)"),
+           "Sequential read bandwidth on the node's scratch path (fio, 1 MiB blocks)",
+           _READ_BW),
     _check("fio.seq_write", "write", SeqWriteParams, {"write_bw"}, judge_seq_write,
-           "Sequential write bandwidth on the node's scratch path (fio, 1 MiB blocks)"),
+           "Sequential write bandwidth on the node's scratch path (fio, 1 MiB blocks)",
+           _WRITE_BW),
     _check("fio.rand_read", "randread", RandReadParams, {"read_iops", "read_p99_ms"},
-           judge_rand_read, "Random 4 KiB read IOPS and p99 latency on the scratch path"),
+           judge_rand_read, "Random 4 KiB read IOPS and p99 latency on the scratch path",
+           _RAND),
     _check("fio.checkpoint", "write", CheckpointParams, {"write_bw"}, judge_checkpoint,
-           "Checkpoint-like sequential writes with fsync on the scratch path"),
+           "Checkpoint-like sequential writes with fsync on the scratch path", _WRITE_BW),
     _check("fio.pfs.seq_read", "read", SeqReadParams, {"read_bw"}, judge_seq_read,
-           "Sequential read bandwidth on the parallel file system", pfs=True),
+           "Sequential read bandwidth on the parallel file system", _READ_BW, pfs=True),
     _check("fio.pfs.checkpoint", "write", CheckpointParams, {"write_bw"}, judge_checkpoint,
-           "Checkpoint-like writes with fsync on the parallel file system", pfs=True),
+           "Checkpoint-like writes with fsync on the parallel file system", _WRITE_BW,
+           pfs=True),
 )

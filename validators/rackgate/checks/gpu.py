@@ -48,6 +48,7 @@ from pydantic import Field
 
 from rackgate.checks.base import Check, Params, Scope
 from rackgate.checks.pcie import link_findings
+from rackgate.figures import figure
 from rackgate.hardware import PcieLink
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nvidia_smi import REASONS, Gpu, GpuQuery, parse_nvidia_smi_xml
@@ -142,8 +143,8 @@ def _gpu_findings(g: Gpu, p: GpuHealthParams, hw: Hardware) -> list[tuple[Status
         out.append((Status.FAIL, f"clock event reasons active: {', '.join(bad)}"))
     default = g.power_limit_default_w or g.power_limit_max_w
     if g.power_limit_w is not None and default is not None and g.power_limit_w < default:
-        out.append((Status.WARN, f"power limit {g.power_limit_w:g} W, below the default "
-                                 f"{default:g} W"))
+        out.append((Status.WARN, f"power limit {figure(g.power_limit_w)} W, below the default "
+                                 f"{figure(default)} W"))
     return out
 
 

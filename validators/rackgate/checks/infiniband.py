@@ -41,6 +41,7 @@ from pydantic import Field
 
 from rackgate.checks.base import Check, CommandError, HostNeeds, Params, Scope
 from rackgate.checks.findings import Finding
+from rackgate.figures import figure, with_unit
 from rackgate.model import Judgement, Status
 from rackgate.parsers.dcb import DcbPort, parse_dcb_sections
 from rackgate.parsers.infiniband import IbPort, IbStat, parse_ibstat
@@ -73,7 +74,7 @@ def applies_ports(hw: Hardware) -> str | None:
 
 
 def _spec(n: NicSpec) -> str:
-    return f"{n.role} {n.link_layer} {n.rate_gbps:g} Gb/s"
+    return f"{n.role} {n.link_layer} {with_unit(n.rate_gbps, 'Gb/s')}"
 
 
 def _state(p: IbPort) -> str:
@@ -176,16 +177,17 @@ def _port_findings(a: PortAssignment, nics: Sequence[NicSpec],
                                      f"{n.link_layer}"))
         elif ap.fate == "rate_unknown":
             findings.append((Status.WARN, f"{ap.name}: rate not reported by the tool, "
-                                          f"cannot confirm {n.rate_gbps:g} Gb/s"))
+                                          f"cannot confirm {with_unit(n.rate_gbps, 'Gb/s')}"))
         else:
             why = (f"{_state(p)}, expected Active/LinkUp" if ap.fate == "down" else
-                   f"rate {p.rate_gbps:g} Gb/s, expected {n.rate_gbps:g} Gb/s")
+                   f"rate {'?' if p.rate_gbps is None else figure(p.rate_gbps)} Gb/s, "
+                   f"expected {with_unit(n.rate_gbps, 'Gb/s')}")
             findings.append((status, f"{ap.name} ({_spec(n)}): {why}"))
     return findings
 
 
 def _unassigned(ap: AssignedPort) -> str:
-    rate = "?" if ap.port.rate_gbps is None else f"{ap.port.rate_gbps:g}"
+    rate = "?" if ap.port.rate_gbps is None else figure(ap.port.rate_gbps)
     return f"{ap.name} {_state(ap.port)} rate {rate}"
 
 
@@ -202,7 +204,7 @@ def _class_findings(a: PortAssignment, nics: Sequence[NicSpec],
         hint = f"; unassigned {n.link_layer} ports: {', '.join(suspects)}" \
             if suspects and up < n.count else ""
         findings.append((severity[i], f"{_spec(n)}: {up} of {n.count} ports Active/LinkUp at "
-                                      f"{n.rate_gbps:g} Gb/s{hint}"))
+                                      f"{with_unit(n.rate_gbps, 'Gb/s')}{hint}"))
     return findings
 
 
@@ -243,8 +245,8 @@ def judge_ports(st: IbStat, params: PortsParams, thresholds: Mapping[str, Thresh
         findings += _class_findings(a, nics, severity)
     details = _port_details(st, a, nics, severity)
     up = sum(len(a.names(i, _COUNTED)) for i in compute)
-    expected = " + ".join(f"{n.count} x {n.link_layer} {n.rate_gbps:g} Gb/s Active/LinkUp"
-                          for n in (nics[i] for i in compute))
+    expected = " + ".join(f"{n.count} x {n.link_layer} {with_unit(n.rate_gbps, 'Gb/s')} "
+                          "Active/LinkUp" for n in (nics[i] for i in compute))
     status = Status.worst(s for s, _ in findings)
     if findings and status > Status.PASS:
         message = "; ".join(m for s, m in sorted(findings, key=lambda f: -f[0]) if s > 0)

@@ -217,5 +217,6 @@ CHECKS = (
         command=allreduce_command,
         parse=parse_mpi_allreduce, judge=judge_allreduce, runs_on="launcher",
         judge_nodes=judge_nodes,
+        baseline=(("busbw", "measured"),),  # the job's median busbw, one figure
     ),
 )

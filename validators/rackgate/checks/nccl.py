@@ -15,10 +15,9 @@ A sweep that never reaches ``judge_min_bytes`` is an error, not a pass.
 **Complete, possible evidence** (``plateau``): every size of the sweep (``-b`` times ``-f``
 up to ``-e``) at or above ``judge_min_bytes`` must be present exactly once; a size
 missing, printed twice (runs concatenated) or not in the sweep is an error naming it.
-Every busbw of every row must be a possible figure: the parser refuses non-finite numbers,
-and a figure above the threshold's physical ceiling (``limit: true``, ``ceiling``) by more
-than ``checks.LIMIT_TOLERANCE`` is implausible evidence (an error), even where the median
-would hide it.
+Every busbw of every row must be a possible figure: the parser refuses non-finite numbers, and a
+figure above the threshold's physical ceiling (``limit: true``, ``ceiling``) by more than
+``checks.LIMIT_TOLERANCE`` is implausible evidence (an error), even where the median would hide it.
 
 The figure is compared with the profile's ``busbw`` threshold, whose ref is the physical
 per-GPU, per-direction NVLink bandwidth (``limit: true``, so the report shows % of it). Any
@@ -53,6 +52,7 @@ from pydantic import Field, field_validator, model_validator
 
 from rackgate.checks.base import Check, CommandError, Params, Scope, compare, implausible
 from rackgate.collect.launch import PATH_NAME, plain
+from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nccl_tests import NcclRow, NcclTestsRun, parse_nccl_tests
 from rackgate.parsers.nccl_tests_record import deviation_bound
@@ -276,10 +276,10 @@ def deviations(run: NcclTestsRun) -> list[tuple[Status, str]]:
                        if m is not None and m.max_error is not None and m.max_error > 0):
         bound = deviation_bound(r.type, ranks) if ranks else None  # e < 0: 1.x, not checked
         if bound is None:
-            unknown.append(f"{e:g} at {r.size_bytes} B {side} ({r.type})")
+            unknown.append(f"{figure(e)} at {r.size_bytes} B {side} ({r.type})")
         elif e - 0.5 * 10 ** math.floor(math.log10(e)) > bound:
-            bad.append(f"largest deviation {e:g} at {r.size_bytes} B {side}")
-            why = f"{bound:g} for {r.type} on {ranks} ranks, DeltaMaxValue x (ranks - 1)"
+            bad.append(f"largest deviation {figure(e)} at {r.size_bytes} B {side}")
+            why = f"{figure(bound)} for {r.type} on {ranks} ranks, DeltaMaxValue x (ranks - 1)"
     out: list[tuple[Status, str]] = []
     if bad:
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
@@ -345,8 +345,8 @@ def judge_nccl(run: NcclTestsRun, params: NcclParams, thresholds: Mapping[str, T
         ip, oop = r.in_place, r.out_of_place
         if ip is not None and oop is not None and oop.busbw_gbps > 0 and \
                 abs(ip.busbw_gbps - oop.busbw_gbps) / oop.busbw_gbps > params.inplace_tolerance:
-            details[f"inplace_{r.size_bytes}"] = (f"in-place {ip.busbw_gbps:g} vs out-of-place "
-                                                  f"{oop.busbw_gbps:g} GB/s")
+            details[f"inplace_{r.size_bytes}"] = (f"in-place {figure(ip.busbw_gbps)} vs "
+                                                  f"out-of-place {figure(oop.busbw_gbps)} GB/s")
     if run.elided:
         details["note"] = "the output was elided ('...'): rows are missing"
     if busbw is None:
@@ -384,7 +384,7 @@ def _check(op: str, what: str) -> Check:
                     "largest sizes against the NVLink limit, #wrong",
         params_model=NcclParams, metrics=frozenset(), optional_metrics=frozenset({"busbw"}),
         command=_command(op), parse=parse_nccl_tests,
-        judge=judge_nccl, applies=nccl_applies)
+        judge=judge_nccl, applies=nccl_applies, baseline=(("busbw", "measured"),))
 
 
 CHECKS = (

@@ -369,5 +369,6 @@ CHECKS = (
         # on every node: each rail's job runs on its HCA (NCCL_IB_HCA=<hca>:<port>)
         needs=lambda p, hv: HostNeeds(rdma_devices=tuple(h.split(":")[0] for h in p.rail_hcas)),
         judge=judge_fabric, applies=_applies, runs_on="launcher", judge_nodes=judge_nodes,
+        baseline=(("busbw", "measured"),),  # the job's (lowest rail's) busbw, one figure
     ),
 )

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rackgate.figures import figure
 from rackgate.model import Result, Status
 from rackgate.profile import Hardware, Threshold
 
@@ -145,6 +146,18 @@ class PairwiseMatrix:
         }
 
 
+def _weak(p: PairResult, gbps: bool = False) -> str:
+    """A weak pair for a message: its name, bandwidth (with ``gbps``) and share of the line
+    rate; a weak pair has both figures (it was measured below its bound).
+
+    >>> _weak(PairResult("n1", "n3", Status.FAIL, "", 180.04, 360.0, 45.0), gbps=True)
+    'n1 <-> n3 180 Gb/s (45%)'
+    """
+    assert p.measured_gbps is not None and p.percent_of_line_rate is not None, p.name
+    share = f"{figure(p.percent_of_line_rate)}%"
+    return f"{p.name} {figure(p.measured_gbps)} Gb/s ({share})" if gbps else f"{p.name} {share}"
+
+
 def _lookup(measured: Mapping[tuple[str, str], float | None], a: str, b: str
             ) -> tuple[float | None, bool]:
     """(figure, present): both directions accepted; when both were measured, the lower."""
@@ -177,8 +190,12 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
     if strays:
         raise ValueError(f"judge_pairwise: measurements name node(s) not in the list: "
                          f"{', '.join(strays)}")
+    if threshold.min_ratio is None:  # with no floor every pair would pass
+        raise ValueError(f"judge_pairwise: the {check} threshold has no min_ratio (a pair "
+                         f"passes at >= ref x min_ratio)")
     rate = threshold.ref
-    bound = threshold.lower_bound or 0.0
+    bound = rate * threshold.min_ratio
+    line = figure(rate)
     results = []
     for a, b in (p for rnd in round_robin(nodes) for p in rnd):
         value, present = _lookup(measured, a, b)
@@ -195,16 +212,16 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
             results.append(PairResult(a, b, Status.ERROR, why, None, bound, None, ev))
             continue
         pct = round(100.0 * value / rate, 1)
+        gbps, share = figure(value), f"{figure(pct)}%"
         if value < bound:
-            status, msg = Status.FAIL, (f"{a} <-> {b}: {value:.1f} Gb/s, {pct:g}% of the "
-                                        f"{rate:g} Gb/s line rate, below the pass bound "
-                                        f"{bound:g} Gb/s")
+            status, msg = Status.FAIL, (f"{a} <-> {b}: {gbps} Gb/s, {share} of the {line} Gb/s "
+                                        f"line rate, below the pass bound {figure(bound)} Gb/s")
         elif value > rate * OVER_LINE_RATE:
-            status, msg = Status.WARN, (f"{a} <-> {b}: {value:.1f} Gb/s is {pct:g}% of the "
-                                        f"{rate:g} Gb/s line rate: wrong unit, or a path "
-                                        "that did not cross the link")
+            status, msg = Status.WARN, (f"{a} <-> {b}: {gbps} Gb/s is {share} of the {line} "
+                                        "Gb/s line rate: wrong unit, or a path that did not "
+                                        "cross the link")
         else:
-            status, msg = Status.PASS, f"{a} <-> {b}: {value:.1f} Gb/s ({pct:g}% of line rate)"
+            status, msg = Status.PASS, f"{a} <-> {b}: {gbps} Gb/s ({share} of line rate)"
         results.append(PairResult(a, b, status, msg, value, bound, pct, ev))
     weak = sorted((p for p in results if p.status is Status.FAIL),
                   key=lambda p: (p.measured_gbps or 0.0, p.a, p.b))
@@ -214,12 +231,12 @@ def judge_pairwise(nodes: Sequence[str], measured: Mapping[tuple[str, str], floa
     status = Status.worst(p.status for p in results) if results else Status.ERROR
     missing = sum(1 for p in results if p.status is Status.ERROR)  # or implausible
     parts = [f"{len(results) - missing - len(weak)} of {len(results)} pairs at >= "
-             f"{bound:g} Gb/s ({threshold.min_ratio:g} x {rate:g} Gb/s line rate)"]
+             f"{figure(bound)} Gb/s ({figure(threshold.min_ratio)} x {line} Gb/s line rate)"]
     if not results:
         parts = [f"fewer than two nodes ({len(nodes)}): no pair to measure"]
     if weak:
         parts.append(f"{len(weak)} weak link(s): " + ", ".join(
-            f"{p.name} {p.percent_of_line_rate:g}%" for p in weak[:8])
+            _weak(p) for p in weak[:8])
             + (" ..." if len(weak) > 8 else ""))
     if culprit:
         parts.append(f"likely culprit {culprit} (in {ranked[0][1]} weak pairs: check its "
@@ -275,8 +292,7 @@ def node_results(matrix: PairwiseMatrix) -> list[Result]:
         parts = []
         if weak:
             parts.append(f"{len(weak)} of {len(mine)} pairs weak: " + ", ".join(
-                f"{p.name} {p.measured_gbps:.1f} Gb/s ({p.percent_of_line_rate:g}%)"
-                for p in weak[:3]) + (" ..." if len(weak) > 3 else ""))
+                _weak(p, gbps=True) for p in weak[:3]) + (" ..." if len(weak) > 3 else ""))
         if missing:
             parts.append(f"{len(missing)} pair(s) not measured: "
                          + ", ".join(p.name for p in missing[:3]))
@@ -296,7 +312,7 @@ def node_results(matrix: PairwiseMatrix) -> list[Result]:
         out.append(Result(
             node, matrix.check, status, msg,
             low.measured_gbps if low else None, "Gb/s",
-            f">= {matrix.threshold.lower_bound:g} Gb/s per pair",
+            f">= {figure(matrix.threshold.lower_bound or 0.0)} Gb/s per pair",
             low.percent_of_line_rate if low else None, low.evidence if low else None,
             {"weak_pairs": float(len(weak)), "pairs": float(len(mine))}, "higher"))
     return out

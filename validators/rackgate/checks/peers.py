@@ -30,6 +30,7 @@ from statistics import median
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from rackgate.checks.base import RackCheck
+from rackgate.figures import with_unit
 from rackgate.model import Result, Status
 from rackgate.profile import Figure
 
@@ -87,7 +88,8 @@ def flag_peer_outliers(results: Sequence[Result], p: PeerParams) -> list[Result]
                 out[i] = replace(
                     r, status=Status.WARN,
                     message=(f"{r.message}; but a peer outlier: {gap:.0%} {side} the median "
-                             f"{med:.4g} {r.unit} of {len(indices)} nodes (robust z {z:.1f})"),
+                             f"{with_unit(med, r.unit)} of {len(indices)} nodes "
+                             f"(robust z {z:.1f})"),
                     details={**r.details, "peer_median": round(med, 3),
                              "peer_robust_z": round(z, 2) if math.isfinite(z) else "inf"})
     return out

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rackgate.checks.base import Params
 from rackgate.checks.findings import Finding, message, verdict
 from rackgate.checks.redundancy.psu import max_input_watts
+from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.redfish_power import PowerRecord, PowerSupplyState
 from rackgate.profile import Hardware, Threshold
@@ -183,8 +184,8 @@ def judge_psu_redfish(rec: PowerRecord, params: PsuRedfishParams,
             spares.append(s.name)
         for field, w in (("input", s.input_watts), ("output", s.output_watts)):
             if w is not None and not 0 <= w <= max_w:
-                findings.append((Status.ERROR, f"{s.name}: {field} power {w:g} W is outside "
-                                               f"0 to {max_w:g} W: implausible evidence"))
+                findings.append((Status.ERROR, f"{s.name}: {field} power {figure(w)} W is outside "
+                                               f"0 to {figure(max_w)} W: implausible evidence"))
     if spares and (f := _spare_findings(spares, rec, hardware)):
         findings += f
         good -= len(spares)

@@ -47,6 +47,7 @@ from pydantic import Field
 
 from rackgate.checks.base import Check, HostNeeds, Params, Scope
 from rackgate.checks.nvlink_topology import nvlink_topology_findings
+from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.dcgm import DcgmDiag, parse_dcgm_diag
 from rackgate.parsers.nvlink import NvLinkStatus, parse_nvlink_status
@@ -196,19 +197,19 @@ def judge_nvlink(s: NvLinkStatus, params: NvLinkParams, thresholds: Mapping[str,
         if len(g.links) != want:
             findings.append((Status.FAIL, f"GPU {g.index} lists {len(g.links)} links, "
                                           f"expected {want}"))
-        slow = [f"{lk.index} ({lk.speed_gb_s:g} GB/s)" for lk in active
+        slow = [f"{lk.index} ({figure(lk.speed_gb_s)} GB/s)" for lk in active
                 if floor is not None and lk.speed_gb_s is not None and lk.speed_gb_s < floor]
-        fast = [f"{lk.index} ({lk.speed_gb_s:g} GB/s)" for lk in active
+        fast = [f"{lk.index} ({figure(lk.speed_gb_s)} GB/s)" for lk in active
                 if nominal is not None and lk.speed_gb_s is not None
                 and lk.speed_gb_s > NVLINK_PLAUSIBLE * nominal]
-        if fast:
+        if fast and nominal is not None:
             findings.append((Status.ERROR, f"GPU {g.index} links {', '.join(fast)} read above "
-                                           f"{NVLINK_PLAUSIBLE:g} x the nominal {nominal:g} "
-                                           "GB/s: implausible evidence"))
-        if slow:
+                                           f"{figure(NVLINK_PLAUSIBLE)} x the nominal "
+                                           f"{figure(nominal)} GB/s: implausible evidence"))
+        if slow and floor is not None:
             findings.append((Status.FAIL, f"GPU {g.index} links {', '.join(slow)} are below "
-                                          f"{floor:g} GB/s"))
-    speed = f" at >= {floor:g} GB/s each way" if floor is not None else ""
+                                          f"{figure(floor)} GB/s"))
+    speed = f" at >= {figure(floor)} GB/s each way" if floor is not None else ""
     status, message = _verdict(findings, f"all {len(s.gpus)} GPUs have {want} active "
                                          f"NVLinks{speed}")
     return Judgement(status, message, float(active_total), "links",

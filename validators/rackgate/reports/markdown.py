@@ -1,11 +1,13 @@
 """A short Markdown summary for a ticket, rendered from the JSON report document.
 
 Verdict first, then a table of only the blocking results (what a replacement ticket
-needs: node, location, check, status, measured, expected, message, evidence), then one
-line per check with its counts per status, then the profile and its sha256. At most
-``max_rows`` table rows (50): the rest are counted and left to report.json. Every value
-from nodes, inventory or checks is escaped, so it cannot break the table or add links,
-code spans or HTML.
+needs: node, location, check, status, measured, expected, message, evidence), then, when
+there are any, a "Warnings" table of the warn results (same columns: they do not block
+acceptance but deserve a look), then one line per check with its counts per status, then
+the profile and its sha256. At most ``max_rows`` rows (50) in each table: the rest are
+counted and left to report.json. Figures are written by :func:`rackgate.figures.figure`.
+Every value from nodes, inventory or checks is escaped, so it cannot break the table or
+add links, code spans or HTML.
 
 >>> doc = {"run": {"run_id": "r1", "inventory": ["/srv/inventory/rack07"]},
 ...        "profile": {"name": "demo", "sha256": "ab12"}, "verdict": "REJECT",
@@ -13,7 +15,10 @@ code spans or HTML.
 ...        "nodes": [{"name": "n1", "location": "u1", "verdict": "REJECT", "results": [
 ...            {"check": "fio.seq_read", "status": "fail", "message": "slow | bad",
 ...             "measured": 42.0, "unit": "MB/s", "expected": ">= 50 MB/s",
-...             "evidence": "n1/fio.out"}]}]}
+...             "evidence": "n1/fio.out"},
+...            {"check": "redundancy.psu", "status": "warn", "message": "PSU2 at 1910 W",
+...             "measured": 1910.4, "unit": "W", "expected": "<= 2,000 W",
+...             "evidence": "n1/psu.out"}]}]}
 >>> print(render_markdown(doc))
 **REJECT** rack rack07: 0 of 1 nodes accepted, profile demo, run r1
 <BLANKLINE>
@@ -21,7 +26,14 @@ code spans or HTML.
 |---|---|---|---|---|---|---|---|
 | n1 | u1 | fio.seq_read | fail | 42 MB/s | >= 50 MB/s | slow \\| bad | n1/fio.out |
 <BLANKLINE>
+**Warnings** (they do not block acceptance):
+<BLANKLINE>
+| node | location | check | status | measured | expected | message | evidence |
+|---|---|---|---|---|---|---|---|
+| n1 | u1 | redundancy.psu | warn | 1,910 W | \\<= 2,000 W | PSU2 at 1910 W | n1/psu.out |
+<BLANKLINE>
 - fio.seq_read: 1 fail
+- redundancy.psu: 1 warn
 <BLANKLINE>
 Profile demo, sha256 ab12
 <BLANKLINE>
@@ -35,6 +47,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
+from rackgate.figures import with_unit
 from rackgate.reports import checks_in
 
 STATUSES = ("pass", "skip", "warn", "fail", "error")
@@ -60,13 +73,25 @@ def _rack(run: Mapping[str, Any]) -> str:
     return text
 
 
+_HEADER = ["| node | location | check | status | measured | expected | message | evidence |",
+           "|---|---|---|---|---|---|---|---|"]
+
+
 def _row(node: Mapping[str, Any], r: Mapping[str, Any]) -> str:
-    measured = "" if r.get("measured") is None else f"{r['measured']:g} {r.get('unit', '')}"
+    measured = "" if r.get("measured") is None else with_unit(r["measured"], r.get("unit") or "")
     if r.get("percent_of_limit") is not None:
         measured += f" ({r['percent_of_limit']:.0f}% of limit)"
     cells = [node["name"], node.get("location"), r["check"], r["status"], measured.strip(),
              r.get("expected"), r["message"], r.get("evidence")]
     return "| " + " | ".join(md(c) or "—" for c in cells) + " |"
+
+
+def _table(rows: list[str], max_rows: int, what: str) -> list[str]:
+    """A table of at most ``max_rows`` rows, then how many more ``what`` report.json has."""
+    lines = [*_HEADER, *rows[:max_rows], ""]
+    if len(rows) > max_rows:  # a paragraph: a line right under a table would be a row
+        lines.append(f"… and {len(rows) - max_rows} more {what} in report.json")
+    return lines
 
 
 def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
@@ -82,12 +107,13 @@ def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
              for n in doc["nodes"] if n.get("verdict") == "REJECT"
              and not any(r["status"] in BLOCKING for r in n["results"])]
     if rows:
-        lines += ["| node | location | check | status | measured | expected | message "
-                  "| evidence |", "|---|---|---|---|---|---|---|---|", *rows[:max_rows], ""]
-        if len(rows) > max_rows:  # a paragraph: a line right under a table would be a row
-            lines.append(f"… and {len(rows) - max_rows} more blocking results in report.json")
+        lines += _table(rows, max_rows, "blocking results")
     else:
         lines.append(md("; ".join(doc.get("reasons") or [])) or "No blocking results.")
+    warnings = [_row(n, r) for n in doc["nodes"] for r in n["results"] if r["status"] == "warn"]
+    if warnings:
+        lines += [*([""] if lines[-1] else []), "**Warnings** (they do not block acceptance):",
+                  "", *_table(warnings, max_rows, "warnings")]
     found = Counter((r["check"], r["status"]) for n in doc["nodes"] for r in n["results"])
     for check in checks_in(doc):
         counts = ", ".join(f"{found[check, s]} {s}" for s in STATUSES if found[check, s])

@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rackgate.checks.base import Check, Params, Scope
+from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.bonding import NO_PARTNER, Bond, BondingReport, BondSlave, parse_bonding
 from rackgate.profile import Hardware, Threshold
@@ -164,7 +165,7 @@ def _count_findings(want: ExpectedBond, bond: Bond,
                           "line: cannot tell whether its link has failed")
         elif limit is not None and n > limit:
             fails.append(f"{want.name}: member {s.interface} link failure count {n} above the "
-                         f"limit {limit:g} (threshold link_failures): its link failed {n} "
+                         f"limit {figure(limit)} (threshold link_failures): its link failed {n} "
                          "times since it was enslaved")
     return fails, errors
 
@@ -226,7 +227,7 @@ def judge_bonding(report: BondingReport, params: BondingParams,
     interval = report.interval_s
     if report.first is not None and interval is not None and interval < MIN_INTERVAL_S:
         errors.append(f"the two reads are only {interval:.1f} s apart (at least "
-                      f"{MIN_INTERVAL_S:g} s are needed to show a link failure count rising)")
+                      f"{figure(MIN_INTERVAL_S)} s are needed to show a link failure count rising)")
     counts: list[int] = []
     for want in params.bonds:
         bond = _find(want, report.bonds, len(params.bonds))
@@ -250,7 +251,7 @@ def judge_bonding(report: BondingReport, params: BondingParams,
                      "link failure counts are rising was not judged")
     expected = "bonds " + ", ".join(f"{b.name} {b.mode} {'+'.join(b.members)}"
                                     for b in params.bonds) \
-        + (f"; each member's link failure count <= {limit:g}" if limit is not None else "") \
+        + (f"; each member's link failure count <= {figure(limit)}" if limit is not None else "") \
         + ", not rising between two reads"
     details: dict[str, float | str] = {"reads": 1 if report.first is None else 2}
     if counts:
@@ -261,7 +262,7 @@ def judge_bonding(report: BondingReport, params: BondingParams,
         return Judgement(Status.FAIL if fails else Status.ERROR,
                          "; ".join(fails + errors), expected=expected, details=details)
     summary = f"link failure counts at most {max(counts, default=0)}"
-    summary += f" (limit {limit:g})" if limit is not None else ""
+    summary += f" (limit {figure(limit)})" if limit is not None else ""
     summary += f", unchanged over {interval:.1f} s" if interval is not None else ""
     return Judgement(Status.PASS, f"{len(params.bonds)} bond(s) in mode with all members up: "
                      + ", ".join(b.name for b in params.bonds) + "; "

@@ -28,6 +28,7 @@ from pydantic import Field
 
 from rackgate.checks.base import SECRET_FILE, Check, CommandError, Params, Scope, compare
 from rackgate.checks.findings import Finding, message, verdict
+from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.ipmi import IpmiSdr, IpmiSensor, PsuKind, parse_ipmi_sdr, psu_sensors
 from rackgate.parsers.ipmi_states import (
@@ -198,18 +199,18 @@ def _sensor_findings(kind: PsuKind, s: IpmiSensor, want_redundancy: bool,
 def _power_findings(s: IpmiSensor, threshold: Threshold | None, max_w: float) -> list[Finding]:
     assert s.watts is not None
     if not 0 <= s.watts <= max_w:
-        return [(Status.ERROR, f"{s.label}: {s.watts:g} W is implausible for one power "
-                               f"supply's input (0 to {max_w:g} W): unusable evidence")]
+        return [(Status.ERROR, f"{s.label}: {figure(s.watts)} W is implausible for one power "
+                               f"supply's input (0 to {figure(max_w)} W): unusable evidence")]
     out: list[Finding] = []
     if s.status in _CRITICAL:
-        out.append((Status.FAIL, f"{s.label}: {s.watts:g} W is beyond the BMC's critical "
+        out.append((Status.FAIL, f"{s.label}: {figure(s.watts)} W is beyond the BMC's critical "
                                  f"threshold (status {s.status})"))
     elif s.status in _NONCRITICAL:
-        out.append((Status.WARN, f"{s.label}: {s.watts:g} W is beyond the BMC's non-critical "
+        out.append((Status.WARN, f"{s.label}: {figure(s.watts)} W is beyond the BMC's non-critical "
                                  f"threshold (status {s.status})"))
     elif s.status not in ("ok", ""):
         out.append((Status.ERROR, f"{s.label}: status {s.status!r} for a reading of "
-                                  f"{s.watts:g} W: cannot be judged"))
+                                  f"{figure(s.watts)} W: cannot be judged"))
     if threshold is not None:
         j = compare(s.watts, threshold, f"{s.label} input power")
         if j.status is not Status.PASS:
