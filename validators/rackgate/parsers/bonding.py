@@ -33,6 +33,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, replace
 
+from rackgate.figures import figure
 from rackgate.parsers import ParseError
 
 # "Bonding Mode:" text -> the mode name of bonding.rst / ip-link(8)
@@ -326,8 +327,8 @@ def _timed(lines: list[str], marks: list[tuple[int, str]]) -> BondingReport:
         raise ParseError(f"/proc/net/bonding: output after '{READ_MARK} done' (repeated?)")
     up1, up2 = (float(m.group(2)) for m in reads if m is not None)
     if up2 < up1:
-        raise ParseError(f"/proc/net/bonding: uptime went back from {up1:g} s (read 1) to "
-                         f"{up2:g} s (read 2): not two reads of one boot")
+        raise ParseError(f"/proc/net/bonding: uptime went back from {figure(up1)} s (read 1) to "
+                         f"{figure(up2)} s (read 2): not two reads of one boot")
     first = _read(lines[marks[0][0] + 1:marks[1][0]], "read 1")
     last = _read(lines[marks[1][0] + 1:marks[2][0]], "read 2")
     return BondingReport(last, first, round(up2 - up1, 3))

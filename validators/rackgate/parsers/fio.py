@@ -88,7 +88,7 @@ def _count(obj: dict[str, Any], key: str, where: str) -> int:
     """A whole number that fits a 64-bit counter, as fio's are."""
     value = _number(obj, key, where)
     if not value.is_integer() or abs(value) >= 2.0**63:
-        raise ParseError(f"fio JSON: {where}.{key} is {value:g}, not a whole 64-bit count")
+        raise ParseError(f"fio JSON: {where}.{key} is {value!r}, not a whole 64-bit count")
     return int(value)
 
 

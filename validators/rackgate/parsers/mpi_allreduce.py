@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from rackgate.figures import figure
 from rackgate.parsers import ParseError
 from rackgate.parsers.launcher_text import launcher_messages, mention, raise_if_fatal
 
@@ -69,7 +70,7 @@ def _field(obj: dict[str, Any], key: str, kind: type, lineno: int, minimum: floa
         raise ParseError(f"line {lineno}: {key!r} {value!r} is not a finite number: no "
                          "measurement")
     if isinstance(value, int | float) and value < minimum:
-        raise ParseError(f"line {lineno}: {key!r} {value!r} is below {minimum:g}: not a "
+        raise ParseError(f"line {lineno}: {key!r} {value!r} is below {figure(minimum)}: not a "
                          "measurement")
     return value
 

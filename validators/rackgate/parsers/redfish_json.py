@@ -185,7 +185,7 @@ def watts_rating_at(obj: dict[str, Any], key: str, where: str) -> float | None:
         value = float(value)
     watts = num_at({key: value}, key, where)
     if watts is not None and watts < 0:
-        raise ParseError(f"{where}.{key} is {watts:g} W: a rating is never negative")
+        raise ParseError(f"{where}.{key} is {watts!r} W: a rating is never negative")
     return watts
 
 
@@ -194,7 +194,7 @@ def int_at(obj: dict[str, Any], key: str, where: str) -> int | None:
     if value is None:
         return None
     if not value.is_integer():
-        raise ParseError(f"{where}.{key} is {value:g}, not a whole number")
+        raise ParseError(f"{where}.{key} is {value!r}, not a whole number")
     return int(value)
 
 
