@@ -601,6 +601,10 @@ def test_drain_cycle_in_the_demo_rack_slurm(provisioned_rack, tmp_path):
         assert heal.returncode == 0, heal.stdout + heal.stderr
         retest = rackgate("validate", "--retest", run_dir)
         assert retest.returncode == 0, retest.stdout + retest.stderr
+        # the retest's report says what it changed: its diff against the report it replaced
+        assert [(c["node_a"], c["check"], c["status_a"], c["status_b"])
+                for c in report_of(retest)["diff"]["changes"]] == [
+            ("rg-node01", "redundancy.psu_ipmi", "fail", "pass")]
         resumed = rackgate("drain", run_dir, "--resume-passed")
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert re.search(r"^rg-node01 +ACCEPT +drained -> idle +resumed: passes now",

@@ -17,8 +17,9 @@ from rackgate.baseline import BaselineError, baseline
 from rackgate.checks import REGISTRY, load_profile
 from rackgate.cli import main
 from rackgate.cli_baseline import overrides_yaml
+from rackgate.overrides import load_profile_or_fail
 from rackgate.profile import Profile
-from rackgate.run import judge_run, load_profile_or_fail
+from rackgate.run import judge_run
 from rackgate.store.manifest import RunError
 
 SEQ_READ_BYTES, SEQ_READ_BW = "3628072960", "1208954668"  # fio/seq-read-healthy.json

@@ -30,6 +30,7 @@ from rackgate import __version__
 from rackgate.checks import RACK_REGISTRY, REGISTRY
 from rackgate.checks.base import Check
 from rackgate.cli_baseline import register as register_baseline
+from rackgate.cli_demo import register as register_demo
 from rackgate.cli_diff import register as register_diff
 from rackgate.cli_drain import register as register_drain
 from rackgate.cli_fabric import register as register_fabric
@@ -39,12 +40,15 @@ from rackgate.collect.preflight_records import Problem
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.demo.rack import DemoError
 from rackgate.figures import with_unit
-from rackgate.inventory import InventoryError, load_inventory
+from rackgate.inventory import InventoryError
 from rackgate.model import Verdict
+from rackgate.overrides import load_profile_or_fail
 from rackgate.placement import placement_of
 from rackgate.profile import available_profiles
+from rackgate.reports.diff import compared
+from rackgate.reports.diff_input import DiffError
 from rackgate.reports.verify import verify_report
-from rackgate.run import RunOutcome, judge_run, load_profile_or_fail, resume, retest, validate
+from rackgate.run import RunOutcome, judge_run, resume, retest, validate
 from rackgate.selection import prepare
 from rackgate.store.history import HistoryError, default_history_path, node_history, open_history
 from rackgate.store.manifest import RunError
@@ -112,6 +116,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             out.print(f"[{done[check]}/{totals[check]}] {check} {host}: {outcome}",
                       markup=False, highlight=False)
 
+    compare = compared(args.compare) if args.compare else None  # read before collecting
     stop = Stop()
     try:
         with stop_on_signals(stop), progress:
@@ -122,7 +127,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             elif args.retest:
                 outcome = retest(Path(args.retest), limit=args.limit, forks=args.forks,
                                  on_plan=on_plan, progress=on_result, stop=stop,
-                                 keep_artifacts=args.keep_artifacts)
+                                 keep_artifacts=args.keep_artifacts, compare=compare)
             else:
                 outcome = validate(args.inventory,
                                    load_profile_or_fail(args.profile, args.overrides or ()),
@@ -131,7 +136,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                    forks=args.forks, on_plan=on_plan, progress=on_result,
                                    stop=stop, keep_artifacts=args.keep_artifacts,
                                    plan_first=not args.no_plan, on_problems=_print_problems,
-                                   fabric_plan=args.fabric_plan)
+                                   fabric_plan=args.fabric_plan, compare=compare)
     except PlanRefused as exc:
         _print_problems(exc.problems)
         raise
@@ -189,8 +194,9 @@ def stop_on_signals(stop: Stop) -> Iterator[None]:
 def cmd_judge(args: argparse.Namespace) -> int:
     profile = load_profile_or_fail(args.profile) if args.profile else None
     out_dir = Path(args.out) if args.out else None
-    return _summary(judge_run(Path(args.run_dir), profile, out_dir, args.overrides or ()),
-                    args.show)
+    compare = compared(args.compare) if args.compare else None
+    return _summary(judge_run(Path(args.run_dir), profile, out_dir, args.overrides or (),
+                              compare), args.show)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -227,38 +233,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_ACCEPT if not problems and checked else EXIT_REJECT
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from rackgate.demo import rack as demo_rack
-
-    os.environ.setdefault("ANSIBLE_VAULT_IDENTITY_LIST",
-                          f"demo@{demo_rack.REPO / 'molecule/demo-bmc/vault-password.txt'}")
-    inv = load_inventory(args.inventory)
-    if args.action == "up":
-        out.print("Starting the demo rack (builds the base image on first use)...")
-        states = demo_rack.up(inv)
-    elif args.action == "inject":
-        if not args.fault:
-            raise DemoError(f"inject needs a fault: {', '.join(demo_rack.FAULTS)}")
-        what = demo_rack.inject(inv, args.fault)
-        out.print(f"Injected {args.fault}: {what}. Validate to see the REJECT; "
-                  "`rackgate demo heal` undoes it.", markup=False, highlight=False)
-        states = demo_rack.status(inv)
-    elif args.action == "heal":
-        states = demo_rack.heal(inv)
-    elif args.action == "down":
-        demo_rack.down(inv)
-        states = demo_rack.status(inv)
-    else:
-        states = demo_rack.status(inv)
-    table = Table(title="demo rack")
-    for col in ("container / BMC", "state", "systemd"):
-        table.add_column(col)
-    for s in states:
-        table.add_row(s.name, s.state, s.systemd)
-    out.print(table)
-    return 0
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     if args.what == "profiles":
         for name in available_profiles():
@@ -286,6 +260,11 @@ def positive_int(text: str) -> int:
     return value
 
 
+COMPARE_HELP = ("an earlier report (report.json or its run directory) to compare with: what "
+                "changed goes into report.json's diff and the HTML report (a retest compares "
+                "with the report it replaces unless given)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rackgate", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"rackgate {__version__}")
@@ -298,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--overrides", action="append", type=Path, metavar="FILE",
                    help="profile overrides (YAML, e.g. from rackgate baseline) merged over "
                         "--profile; repeat to merge several, in order")
+    v.add_argument("--compare", metavar="REPORT", help=COMPARE_HELP)
     v.add_argument("--fabric-plan", type=Path, help="the fabric plan (default: the fabric.yml "
                    "beside the inventory, if there is one)")
     v.add_argument("--resume", metavar="RUN_DIR",
@@ -335,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--overrides", action="append", type=Path, metavar="FILE",
                    help="profile overrides (YAML, e.g. from rackgate baseline) merged over the "
                         "profile; repeat to merge several, in order")
+    j.add_argument("--compare", metavar="REPORT", help=COMPARE_HELP)
     j.add_argument("--out", help="where to write the reports (default: the run directory)")
     add_show(j)
     j.set_defaults(func=cmd_judge)
@@ -352,14 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     vr.add_argument("report")
     vr.set_defaults(func=cmd_verify)
 
-    d = sub.add_parser("demo", help="manage the podman demo rack")
-    d.add_argument("action", choices=["up", "down", "status", "inject", "heal"])
-    d.add_argument("fault", nargs="?", help="with inject: psu-failure, psu-absent, leak, "
-                                            "flow-low or node-down")
-    d.add_argument("-i", "--inventory", action="append", default=None,
-                   help="demo inventory (default: inventory/demo)")
-    d.set_defaults(func=cmd_demo)
-
+    register_demo(sub)
     ls = sub.add_parser("list", help="list shipped profiles or registered checks")
     ls.add_argument("what", choices=["profiles", "checks"])
     ls.set_defaults(func=cmd_list)
@@ -377,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except (RunError, InventoryError, DemoError, HistoryError, Interrupted) as exc:
+    except (RunError, InventoryError, DemoError, HistoryError, Interrupted, DiffError) as exc:
         err.print(f"rackgate {args.command}: {exc}", markup=False, highlight=False)
         return EXIT_CANNOT_RUN
     except OSError as exc:  # a runs directory that is a file, a disk that is full...

@@ -14,10 +14,9 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
 
 from rackgate.reports.diff import DEFAULT_FIGURE_THRESHOLD_PCT, diff_reports
-from rackgate.reports.diff_input import DiffError
+from rackgate.reports.diff_input import DiffError, read_report
 from rackgate.reports.diff_pairing import MATCHES
 from rackgate.reports.diff_render import render_html, render_text
 from rackgate.store.evidence import atomic_write
@@ -29,30 +28,6 @@ class Refused(Exception):
     """What ``rackgate diff`` cannot do, said in one line."""
 
 
-def report_path(arg: str) -> Path:
-    """The report a command-line argument names: a run directory's report.json, or the
-    file itself."""
-    path = Path(arg)
-    return path / "report.json" if path.is_dir() else path
-
-
-def read_report(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise Refused(f"{path}: cannot read it: {reason}") from None
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except ValueError as exc:
-        raise Refused(f"{path}: not JSON: {exc}") from None
-
-
-def _no_constant(word: str) -> Any:
-    """report.json is strict JSON (its writer refuses NaN and infinities): so is the diff."""
-    raise ValueError(f"{word} is not a JSON value")
-
-
 def _write(path: str, text: str) -> None:
     try:
         atomic_write(Path(path), text.encode())
@@ -62,9 +37,9 @@ def _write(path: str, text: str) -> None:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    path_a, path_b = report_path(args.report_a), report_path(args.report_b)
-    diff = diff_reports(read_report(path_a), read_report(path_b), a_source=str(path_a),
-                        b_source=str(path_b), match=args.match,
+    (doc_a, path_a), (doc_b, path_b) = read_report(args.report_a), read_report(args.report_b)
+    diff = diff_reports(doc_a, doc_b, a_source=str(path_a), b_source=str(path_b),
+                        match=args.match,
                         figure_threshold_pct=args.figure_threshold, show_all=args.all)
     as_json = json.dumps(diff, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if args.json:

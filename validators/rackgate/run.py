@@ -17,9 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from rackgate.checks import RACK_REGISTRY, REGISTRY, load_profile, profile_from_document
+from rackgate.checks import RACK_REGISTRY, REGISTRY, profile_from_document
 from rackgate.checks.base import Check
 from rackgate.collect.phases import Collection, record_not_run
 from rackgate.collect.plan import plan
@@ -31,6 +29,7 @@ from rackgate.fabric.plan import FabricPlan, PlanError, plan_from_document
 from rackgate.inventory import Inventory, load_inventory, place_from_text, place_of
 from rackgate.judge.run import judge_stored
 from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
+from rackgate.overrides import apply_overrides
 from rackgate.placement import (
     ACROSS_NODES,
     ON_FABRIC,
@@ -41,6 +40,7 @@ from rackgate.placement import (
 )
 from rackgate.profile import Profile, ProfileError
 from rackgate.reports import report_document
+from rackgate.reports.diff import Compared, previous_report, with_diff
 from rackgate.reports.write import Reports, write_reports
 from rackgate.selection import no_launch_reason, node_profiles, prepare, select_hosts
 from rackgate.store.evidence import EvidenceStore, write_json
@@ -87,7 +87,8 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
              progress: ProgressFn = lambda h, c, o: None,
              stop: Stop | None = None, plan_first: bool = False,
              on_problems: Callable[[Sequence[Problem]], None] = lambda p: None,
-             keep_artifacts: bool = False, fabric_plan: Path | None = None) -> RunOutcome:
+             keep_artifacts: bool = False, fabric_plan: Path | None = None,
+             compare: Compared | None = None) -> RunOutcome:
     """Collect fresh evidence into a new run directory, then judge it. A ``stop`` request
     (SIGTERM/SIGINT in the CLI) ends collection and raises Interrupted. With
     ``plan_first`` (the CLI's default) the plan runs first: its problems go to
@@ -138,7 +139,8 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         stop.check(run_dir)
         return _collect_and_judge(run_dir, manifest, inv, recorded, profiles,
                                   prep.fabric.plan if prep.fabric else None, forks, on_plan,
-                                  progress, stop, keep_artifacts=keep_artifacts)
+                                  progress, stop, keep_artifacts=keep_artifacts,
+                                  compare=compare)
 
 
 @dataclass(frozen=True)
@@ -190,14 +192,17 @@ def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: Non
 
 def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
            on_plan: PlanFn = lambda c, p: None, progress: ProgressFn = lambda h, c, o: None,
-           stop: Stop | None = None, keep_artifacts: bool = False) -> RunOutcome:
+           stop: Stop | None = None, keep_artifacts: bool = False,
+           compare: Compared | None = None) -> RunOutcome:
     """Collect again, in the same run directory, every (node, check) that ended ``fail`` or
     ``error`` (of the nodes ``limit`` selects), and every check across the nodes when one
     of those nodes is retested (it runs across the whole set under test, so a repaired
     node's pairs are measured again); then judge the whole run as its next revision.
-    Earlier evidence stays, as numbered attempts."""
+    Earlier evidence stays, as numbered attempts. The new report is compared with
+    ``compare``, else with the report it replaces (its ``diff``: what the retest changed)."""
     stop = stop or Stop()
     with reopened(run_dir, stop) as run:
+        compare = compare or previous_report(run_dir)
         manifest = run.manifest
         nodes = [h["name"] for h in manifest["hosts"]]
         chosen = set(nodes if not limit else
@@ -227,7 +232,7 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
                      checks=sorted({c for _, c in redo} | across))
         return _collect_and_judge(run_dir, manifest, run.inv, run.recorded, run.profiles,
                                   run.fabric, forks, on_plan, progress, stop, usable,
-                                  keep_artifacts=keep_artifacts)
+                                  keep_artifacts=keep_artifacts, compare=compare)
 
 
 def retest_selection(per_node: Mapping[str, Sequence[Result]],
@@ -260,7 +265,8 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
                        recorded: Profile, profiles: Mapping[str, Profile],
                        fabric: FabricPlan | None, forks: int,
                        on_plan: PlanFn, progress: ProgressFn, stop: Stop,
-                       usable: Usable | None = None, keep_artifacts: bool = False) -> RunOutcome:
+                       usable: Usable | None = None, keep_artifacts: bool = False,
+                       compare: Compared | None = None) -> RunOutcome:
     selected = [REGISTRY[c] for c in manifest["checks"] if c in REGISTRY]
     store = EvidenceStore(run_dir)
     nodes = tuple(h["name"] for h in manifest["hosts"])
@@ -287,14 +293,15 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
     manifest["ansible_runner_status"] = next(
         (s for s in statuses if s != "successful"), "successful")
     write_json(run_dir / "manifest.json", manifest)
-    return _judge(run_dir, manifest, recorded, profiles, profiles, fabric, run_dir)
+    return _judge(run_dir, manifest, recorded, profiles, profiles, fabric, run_dir, compare)
 
 
 def judge_run(run_dir: Path, profile: Profile | None = None,
-              out_dir: Path | None = None, overrides_files: Sequence[Path] = ()) -> RunOutcome:
+              out_dir: Path | None = None, overrides_files: Sequence[Path] = (),
+              compare: Compared | None = None) -> RunOutcome:
     """Judge the evidence stored in ``run_dir`` (with its own profile unless one is given,
     with ``overrides_files`` merged over it: ``apply_overrides``) and write the reports into
-    ``out_dir`` (default: the run directory)."""
+    ``out_dir`` (default: the run directory), compared with ``compare`` when given."""
     manifest = read_manifest(run_dir)
     recorded = recorded_profile(manifest, run_dir)
     judged = apply_overrides(profile or recorded, overrides_files)
@@ -302,14 +309,15 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     profiles = node_profiles(judged, overrides)
     collected_with = profiles if judged is recorded else node_profiles(recorded, overrides)
     return _judge(run_dir, manifest, judged, profiles, collected_with,
-                  recorded_fabric(manifest, run_dir), out_dir or run_dir)
+                  recorded_fabric(manifest, run_dir), out_dir or run_dir, compare)
 
 
 def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
            profiles: Mapping[str, Profile], collected_with: Mapping[str, Profile],
-           fabric: FabricPlan | None, out: Path) -> RunOutcome:
-    """Judge, write the reports into ``out``, then record the judgement in the history
-    (whose failure is reported in the outcome, never loses the reports)."""
+           fabric: FabricPlan | None, out: Path, compare: Compared | None = None) -> RunOutcome:
+    """Judge, write the reports into ``out`` (with the ``diff`` from ``compare``), then
+    record the judgement in the history (whose failure is reported in the outcome, never
+    loses the reports)."""
     hosts = manifest["hosts"]
     job = _judge_job(manifest, profiles, collected_with, fabric)
     per_node, judged = judge_stored(job, EvidenceStore(run_dir), REGISTRY, RACK_REGISTRY)
@@ -319,6 +327,8 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
     rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
     doc = report_document(rack, manifest, profile, locations, judged.digests, profiles,
                           pairwise=judged.sections, places=places, durations=judged.durations)
+    if compare is not None:
+        doc = with_diff(doc, compare)
     reports = write_reports(doc, out)
     try:
         conn = open_history(default_history_path(run_dir.resolve().parent))
@@ -351,44 +361,3 @@ def _judge_job(manifest: Mapping[str, Any], profiles: Mapping[str, Profile],
                     {c: Launched.from_doc(rec)
                      for c, rec in manifest.get("launched", {}).items()},
                     manifest.get("no_launch_reason"), fabric, manifest.get("fabric_host"))
-
-
-def load_profile_or_fail(name: str, overrides_files: Sequence[Path] = ()) -> Profile:
-    """A profile by name or path, with ``overrides_files`` merged over it
-    (``apply_overrides``); RunError naming the file and field."""
-    try:
-        profile = load_profile(name)
-    except ProfileError as exc:
-        raise RunError(str(exc)) from None
-    return apply_overrides(profile, overrides_files)
-
-
-def apply_overrides(profile: Profile, files: Sequence[Path]) -> Profile:
-    """``profile`` with each overrides file (a partial profile in YAML, such as ``rackgate
-    baseline`` writes) deep-merged over it in the order given and validated again, as
-    inventory overrides are; the result records every file in its source and sha256, so a
-    run's manifest holds the profile it was judged with. A file that names a check the
-    profile does not define is refused: merged in, it would enable that check with default
-    params instead of changing a figure."""
-    for path in files:
-        try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise RunError(f"overrides {path}: cannot read it: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise RunError(f"overrides {path}: not valid YAML: {exc}") from None
-        if not isinstance(doc, dict) or not doc:
-            raise RunError(f"overrides {path}: must be a non-empty mapping (a partial "
-                           f"profile), got {type(doc).__name__}")
-        checks = doc.get("checks")
-        foreign = sorted(set(checks) - set(profile.model.checks)) \
-            if isinstance(checks, dict) else []
-        if foreign:
-            raise RunError(f"overrides {path}: checks.{foreign[0]}: profile {profile.name} "
-                           f"does not define this check (an overrides file changes a "
-                           f"profile's checks; it cannot add one)")
-        try:
-            profile = profile.with_overrides(doc, f"overrides {path}")
-        except ProfileError as exc:
-            raise RunError(str(exc)) from None
-    return profile

@@ -33,9 +33,11 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from rackgate.reports.diff_input import DiffError, check_report
+from rackgate.reports.diff_input import DiffError, check_report, read_report
 from rackgate.reports.diff_pairing import MATCHES, Match, pair_nodes
 
 SCHEMA = "rackgate.diff/1"
@@ -241,3 +243,36 @@ def diff_reports(a: Mapping[str, Any], b: Mapping[str, Any], *, a_source: str = 
         "changed": bool(a["verdict"] != b["verdict"] or verdicts or count["status"]
                         or unpaired),
     }
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A report to compare a new judgement with (``--compare``, or the report a retest
+    replaces): its document, already checked (``diff_input.check_report``), and its path."""
+
+    doc: Mapping[str, Any]
+    source: str
+
+
+def compared(arg: str | Path) -> Compared:
+    """The report ``arg`` names (a run directory or a report.json), read and checked;
+    DiffError naming the file and field otherwise."""
+    doc, path = read_report(arg)
+    check_report(doc, str(path))
+    return Compared(doc, str(path))
+
+
+def previous_report(run_dir: Path) -> Compared | None:
+    """The report a run directory holds before it is judged again (a retest's previous
+    revision), or None when it has none that the diff can read."""
+    try:
+        return compared(run_dir / "report.json")
+    except DiffError:
+        return None
+
+
+def with_diff(doc: dict[str, Any], compare: Compared) -> dict[str, Any]:
+    """``doc`` with its ``diff`` against ``compare`` (report.json's optional field; the
+    HTML report shows it as a section)."""
+    return {**doc, "diff": diff_reports(compare.doc, doc, a_source=compare.source,
+                                        b_source="this report")}

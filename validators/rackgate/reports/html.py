@@ -27,6 +27,7 @@ import jinja2
 
 from rackgate.figures import with_unit
 from rackgate.reports.anchors import check_id, row_id
+from rackgate.reports.diff_render import FILTERS
 from rackgate.reports.elevation import MAX_RACKS, elevations
 from rackgate.reports.heatmap import heatmaps
 from rackgate.reports.sections import ROW_ORDER, sections
@@ -61,7 +62,9 @@ def render_html(doc: Mapping[str, Any]) -> str:
     )
     env.globals["row_id"] = row_id
     env.globals["figure"] = with_unit
+    env.filters.update(FILTERS)  # the diff section's (a report judged with --compare)
     secs = sections(doc)
     return env.get_template("report.html.j2").render(
         doc=doc, sections=secs, max_racks=MAX_RACKS,
-        rack=elevations(doc, _node_links(doc, secs)), heatmaps=heatmaps(doc))
+        rack=elevations(doc, _node_links(doc, secs)), heatmaps=heatmaps(doc),
+        diff=doc.get("diff"))

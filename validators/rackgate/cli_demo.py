@@ -1,0 +1,58 @@
+"""``rackgate demo up|down|status|inject|heal``: the podman demo rack (``rackgate.demo``):
+its containers, its simulated BMCs, and the faults a demo injects into them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from rich.console import Console
+from rich.table import Table
+
+from rackgate.demo.rack import DemoError
+from rackgate.inventory import load_inventory
+
+out = Console()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rackgate.demo import rack as demo_rack
+
+    os.environ.setdefault("ANSIBLE_VAULT_IDENTITY_LIST",
+                          f"demo@{demo_rack.REPO / 'molecule/demo-bmc/vault-password.txt'}")
+    inv = load_inventory(args.inventory)
+    if args.action == "up":
+        out.print("Starting the demo rack (builds the base image on first use)...")
+        states = demo_rack.up(inv)
+    elif args.action == "inject":
+        if not args.fault:
+            raise DemoError(f"inject needs a fault: {', '.join(demo_rack.FAULTS)}")
+        what = demo_rack.inject(inv, args.fault)
+        out.print(f"Injected {args.fault}: {what}. Validate to see the REJECT; "
+                  "`rackgate demo heal` undoes it.", markup=False, highlight=False)
+        states = demo_rack.status(inv)
+    elif args.action == "heal":
+        states = demo_rack.heal(inv)
+    elif args.action == "down":
+        demo_rack.down(inv)
+        states = demo_rack.status(inv)
+    else:
+        states = demo_rack.status(inv)
+    table = Table(title="demo rack")
+    for col in ("container / BMC", "state", "systemd"):
+        table.add_column(col)
+    for s in states:
+        table.add_row(s.name, s.state, s.systemd)
+    out.print(table)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rackgate demo`` to the top-level parser."""
+    d = sub.add_parser("demo", help="manage the podman demo rack")
+    d.add_argument("action", choices=["up", "down", "status", "inject", "heal"])
+    d.add_argument("fault", nargs="?", help="with inject: psu-failure, psu-absent, leak, "
+                                            "flow-low or node-down")
+    d.add_argument("-i", "--inventory", action="append", default=None,
+                   help="demo inventory (default: inventory/demo)")
+    d.set_defaults(func=cmd_demo)

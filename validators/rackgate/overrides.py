@@ -1,0 +1,56 @@
+"""Profiles as the command line names them: a shipped profile or a file, with overrides
+files (partial profiles in YAML, such as ``rackgate baseline`` writes) merged over it.
+Every refusal is a RunError naming the file and the field (CLI exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from rackgate.checks import load_profile
+from rackgate.profile import Profile, ProfileError
+from rackgate.store.manifest import RunError
+
+
+def load_profile_or_fail(name: str, overrides_files: Sequence[Path] = ()) -> Profile:
+    """A profile by name or path, with ``overrides_files`` merged over it
+    (``apply_overrides``); RunError naming the file and field."""
+    try:
+        profile = load_profile(name)
+    except ProfileError as exc:
+        raise RunError(str(exc)) from None
+    return apply_overrides(profile, overrides_files)
+
+
+def apply_overrides(profile: Profile, files: Sequence[Path]) -> Profile:
+    """``profile`` with each overrides file (a partial profile in YAML, such as ``rackgate
+    baseline`` writes) deep-merged over it in the order given and validated again, as
+    inventory overrides are; the result records every file in its source and sha256, so a
+    run's manifest holds the profile it was judged with. A file that names a check the
+    profile does not define is refused: merged in, it would enable that check with default
+    params instead of changing a figure."""
+    for path in files:
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise RunError(f"overrides {path}: cannot read it: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise RunError(f"overrides {path}: not valid YAML: {exc}") from None
+        if not isinstance(doc, dict) or not doc:
+            raise RunError(f"overrides {path}: must be a non-empty mapping (a partial "
+                           f"profile), got {type(doc).__name__}")
+        checks = doc.get("checks")
+        foreign = sorted(set(checks) - set(profile.model.checks)) \
+            if isinstance(checks, dict) else []
+        if foreign:
+            raise RunError(f"overrides {path}: checks.{foreign[0]}: profile {profile.name} "
+                           f"does not define this check (an overrides file changes a "
+                           f"profile's checks; it cannot add one)")
+        try:
+            profile = profile.with_overrides(doc, f"overrides {path}")
+        except ProfileError as exc:
+            raise RunError(str(exc)) from None
+    return profile
