@@ -84,3 +84,23 @@ def test_retest_collects_the_failures_again_as_revision_2(rack, tmp_path: Path) 
         conn.close()
     assert [(r.revision, r.attempt, r.status.label) for r in rows] == [(2, 2, "pass"),
                                                                        (1, 1, "error")]
+
+
+def test_a_log_gets_the_unusual_progress_lines_and_one_per_check(rack, tmp_path: Path,
+                                                                  capsys) -> None:
+    """Issue 16: written to a log (no terminal), validate prints one progress line per check
+    when its last node is in, and a line per command only with --show all; the results
+    table lists only the problems (n2's fio cannot write its scratch file)."""
+    from rackgate.cli import main
+
+    inv, _ = rack
+    argv = ["validate", "-i", str(inv), "--profile", "demo", "--checks", "fio.seq_read",
+            "--runs-dir", str(tmp_path / "runs"), "--no-plan"]
+    assert main(argv) == 1
+    quiet = capsys.readouterr().out
+    assert "[2/2] fio.seq_read: 2 completed" in quiet, quiet
+    assert "fio.seq_read n1: completed" not in quiet
+    assert "Results: 1 pass, 0 skip, 0 warn, 0 fail, 1 error (2 nodes x 1 check)" in quiet
+    assert main([*argv, "--show", "all"]) == 1
+    loud = capsys.readouterr().out
+    assert "fio.seq_read n1: completed" in loud and "fio.seq_read n2: completed" in loud

@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -108,12 +109,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
             tasks[c.name] = progress.add_task(c.name, total=pending[c.name])
             totals[c.name], done[c.name] = pending[c.name], 0
 
+    outcomes: dict[str, Counter[str]] = defaultdict(Counter)
+
     def on_result(host: str, check: str, outcome: str) -> None:
+        """Logs (no terminal) get a line per command that did not simply complete (every
+        line with --show all) and one per check when its last node is in."""
         done[check] += 1
         totals[check] = max(totals[check], done[check])  # a job run again counts too
         progress.update(tasks[check], total=totals[check], advance=1)
-        if not interactive:
-            out.print(f"[{done[check]}/{totals[check]}] {check} {host}: {outcome}",
+        outcomes[check][outcome] += 1
+        if interactive:
+            return
+        where = f"[{done[check]}/{totals[check]}] {check}"
+        if args.show == "all" or outcome not in ("completed", "skipped"):
+            out.print(f"{where} {host}: {outcome}", markup=False, highlight=False)
+        if done[check] == totals[check]:
+            out.print(f"{where}: " + ", ".join(f"{n} {o}" for o, n in outcomes[check].items()),
                       markup=False, highlight=False)
 
     compare = compared(args.compare) if args.compare else None  # read before collecting

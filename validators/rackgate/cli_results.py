@@ -29,7 +29,8 @@ STATUS_STYLE = {"pass": "green", "skip": "dim", "warn": "yellow", "fail": "red b
 def add_show(p: argparse.ArgumentParser) -> None:
     p.add_argument("--show", choices=SHOW, default="problems",
                    help="which results the console table lists: problems (warn, fail, error; "
-                        "the default) or all; every result is in the reports either way")
+                        "the default) or all; in a log, also every progress line instead of "
+                        "the unusual ones and one per check; the reports have everything")
 
 
 def counts_line(rack: RackVerdict) -> str:

@@ -19,7 +19,6 @@ import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,7 +39,7 @@ from rackgate.scheduler.kubernetes import NOT_TAINTED
 from rackgate.scheduler.slurm import NodeState
 from rackgate.selection import launch_host
 from rackgate.store.evidence import EvidenceError, EvidenceStore, write_json
-from rackgate.store.manifest import RunError, read_manifest
+from rackgate.store.manifest import RunError, new_stamped_dir, read_manifest
 
 Scheduler = Literal["slurm", "kubernetes"]
 COMMAND_TIMEOUT_S = 60  # sinfo and scontrol answer in well under a second when slurmctld is up
@@ -149,20 +148,6 @@ def _launch_host(manifest: Mapping[str, Any], nodes: Sequence[ReportNode]) -> st
         raise RunError(str(exc)) from None
 
 
-def _record_dir(run_dir: Path) -> Path:
-    base = run_dir / "scheduler"
-    base.mkdir(exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    for n in range(1, 1000):
-        path = base / (f"{stamp}-drain" if n == 1 else f"{stamp}-drain-{n}")
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        return path
-    raise RunError(f"{base}: no free directory name for {stamp}-drain")
-
-
 Run = Callable[[Sequence[Task]], None]
 
 
@@ -190,7 +175,7 @@ def _slurm(run_dir: Path, run_id: str, nodes: Sequence[ReportNode], launch: str,
            stop: Stop) -> DrainOutcome:
     names = [n.name for n in nodes]
     with tempfile.TemporaryDirectory(prefix="rackgate-drain-") as tmp:
-        record = Path(tmp) if dry_run else _record_dir(run_dir)
+        record = Path(tmp) if dry_run else new_stamped_dir(run_dir / "scheduler", "drain")
         store = EvidenceStore(record, sync=not dry_run)
 
         def run(tasks: Sequence[Task]) -> None:
@@ -243,7 +228,7 @@ def _ran_ok(store: EvidenceStore, task: Task) -> tuple[bool, str]:
 
 def _kubernetes(run_dir: Path, run_id: str, decisions: Sequence[Decision],
                 inventory: Sequence[str], forks: int, stop: Stop) -> DrainOutcome:
-    record = _record_dir(run_dir)
+    record = new_stamped_dir(run_dir / "scheduler", "drain")
     store = EvidenceStore(record)
     tasks: dict[str, list[Task]] = {}
     for d in decisions:  # kubectl runs here (on_control), once per node, in order

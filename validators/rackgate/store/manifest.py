@@ -40,23 +40,28 @@ def versions() -> dict[str, str]:
     return {"rackgate_version": __version__, "ansible_core_version": ansible_core}
 
 
-def new_run_dir(runs_dir: Path, profile: str) -> Path:
-    """A new run directory ``<UTC stamp>-<profile>[-<n>]`` with its ``evidence/``.
+def new_stamped_dir(parent: Path, name: str) -> Path:
+    """A new directory ``parent/<UTC stamp>-<name>[-<n>]``.
 
-    Each candidate is made with one mkdir that fails if it exists (never exist_ok), so runs
-    started in the same second, in threads or processes, each get a directory of their own.
-    """
+    Each candidate is made with one mkdir that fails if it exists (never exist_ok), so
+    directories made in the same second, in threads or processes, each get their own."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    parent.mkdir(parents=True, exist_ok=True)
     for n in range(1, 100_000):
-        run_dir = runs_dir / (f"{stamp}-{profile}" if n == 1 else f"{stamp}-{profile}-{n}")
+        path = parent / (f"{stamp}-{name}" if n == 1 else f"{stamp}-{name}-{n}")
         try:
-            run_dir.mkdir()
+            path.mkdir()
         except FileExistsError:
             continue
-        (run_dir / "evidence").mkdir()
-        return run_dir
-    raise RunError(f"{runs_dir}: no free run directory name for {stamp}-{profile}")
+        return path
+    raise RunError(f"{parent}: no free directory name for {stamp}-{name}")
+
+
+def new_run_dir(runs_dir: Path, profile: str) -> Path:
+    """A new run directory ``<UTC stamp>-<profile>[-<n>]`` with its ``evidence/``."""
+    run_dir = new_stamped_dir(runs_dir, profile)
+    (run_dir / "evidence").mkdir()
+    return run_dir
 
 
 RUN_LOCK = ".lock"
