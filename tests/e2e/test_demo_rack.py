@@ -405,7 +405,7 @@ def test_sound_11_killed_run_resumes_without_orphans_or_overlap(provisioned_rack
     assert fio_per_node(watch.ids)["rg-node02"] == 1, "the killed run's fio is not running"
     kept = first.read_bytes()
 
-    resumed = rackgate("validate", "--resume", str(run_dir))
+    resumed = rackgate("validate", "--resume", str(run_dir), "--show", "all")  # every line
     most = watch.stop()
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "fio.seq_read on 1 node(s)" in resumed.stdout
