@@ -605,6 +605,8 @@ def test_drain_cycle_in_the_demo_rack_slurm(provisioned_rack, tmp_path):
         assert [(c["node_a"], c["check"], c["status_a"], c["status_b"])
                 for c in report_of(retest)["diff"]["changes"]] == [
             ("rg-node01", "redundancy.psu_ipmi", "fail", "pass")]
+        assert (f"Changes in run {run_id} from revision 1 to revision 2"
+                in (Path(run_dir) / "report.html").read_text())
         resumed = rackgate("drain", run_dir, "--resume-passed")
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert re.search(r"^rg-node01 +ACCEPT +drained -> idle +resumed: passes now",

@@ -69,3 +69,11 @@ def test_the_cli_reads_the_report_to_compare_with_first_and_refuses_a_bad_one(
     assert (after / "report.json").read_text() == (tmp_path / "untouched.json").read_text()
     assert main(["judge", str(after), "--compare", str(before)]) == 0
     assert json.loads((after / "report.json").read_text())["diff"]["changes"] == []
+
+
+def test_a_run_compared_with_its_own_earlier_judgement_names_the_revisions(tmp_path,
+                                                                          fixture_text):
+    run = stored(tmp_path / "20261201T000000Z-demo", fixture_text, {"n1": 1.0})
+    outcome = judge_run(run, compare=compared(run))
+    assert ("Changes in run 20261201T000000Z-demo from revision 1 to revision 1"
+            in outcome.report_html.read_text())
