@@ -215,3 +215,11 @@ def test_cli_refuses_a_report_of_another_run(tmp_path, capsys):
     run_dir = stored_run(tmp_path, report(node("n1"), run_id="20261101T000000Z-demo"), "head")
     assert main(["drain", str(run_dir)]) == 2
     assert "is not this run's" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_kubeconfig_without_kubernetes_and_no_forks(tmp_path, capsys):
+    run_dir = stored_run(tmp_path, report(node("n1")), "head")
+    assert main(["drain", str(run_dir), "--kubeconfig", "/etc/k.conf"]) == 2
+    assert "--kubeconfig is for --scheduler kubernetes" in capsys.readouterr().err
+    assert main(["drain", str(run_dir), "--forks", "0"]) == 2
+    assert "--forks 0 is not at least 1" in capsys.readouterr().err

@@ -62,6 +62,9 @@ def cmd_drain(args: argparse.Namespace) -> int:
     if args.kubeconfig and args.scheduler != "kubernetes":
         print("rackgate drain: --kubeconfig is for --scheduler kubernetes", file=sys.stderr)
         return EXIT_CANNOT_RUN
+    if args.forks < 1:
+        print(f"rackgate drain: --forks {args.forks} is not at least 1", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     try:
         outcome = drain(Path(args.run_dir), scheduler=args.scheduler, dry_run=args.dry_run,
                         resume_passed=args.resume_passed, kubeconfig=args.kubeconfig,
