@@ -208,7 +208,7 @@ def test_cli_refuses_a_run_without_a_report_or_without_a_launch_host(tmp_path, c
     assert "no SLURM launch host" in capsys.readouterr().err
     (run_dir / "report.json").unlink()
     assert main(["drain", str(run_dir), "--dry-run"]) == 2
-    assert "no report: judge the run first" in capsys.readouterr().err
+    assert "has no report.json: judge the run first" in capsys.readouterr().err
 
 
 def test_cli_refuses_a_report_of_another_run(tmp_path, capsys):

@@ -10,17 +10,16 @@ line on stderr naming the run, node, check or file, with exit 2.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from rackgate.baseline import DEFAULT_TOLERANCE, Baseline, BaselineError, baseline
 from rackgate.figures import figure, with_unit
+from rackgate.reports import UnreadableReport, read_report
 
 EXIT_OK, EXIT_CANNOT_RUN = 0, 2
 REPORT = "report.json"
@@ -28,23 +27,6 @@ REPORT = "report.json"
 
 class Refused(Exception):
     """What ``rackgate baseline`` refuses to do, said in one line."""
-
-
-def read_report(run_dir: Path) -> Any:
-    """The run directory's report.json as a document; Refused when there is none or it is
-    not JSON."""
-    path = run_dir / REPORT
-    if not run_dir.is_dir():
-        raise Refused(f"{run_dir} is not a run directory")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise Refused(f"{run_dir} has no {REPORT}: judge the run first "
-                      f"(rackgate judge {run_dir})") from None
-    except OSError as exc:
-        raise Refused(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise Refused(f"{path} is not valid JSON: {exc}") from None
 
 
 class _Dumper(yaml.SafeDumper):
@@ -141,7 +123,12 @@ def _summary(b: Baseline) -> str:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
-    report = read_report(run_dir)
+    if not run_dir.is_dir():
+        raise Refused(f"{run_dir} is not a run directory")
+    try:
+        report, _ = read_report(run_dir)
+    except UnreadableReport as exc:
+        raise Refused(str(exc)) from None
     if not isinstance(report, dict):
         raise Refused(f"{run_dir / REPORT}: not a report document (a {type(report).__name__})")
     nodes = None if args.nodes is None else [n.strip() for n in args.nodes.split(",")

@@ -15,8 +15,9 @@ import math
 import sys
 from pathlib import Path
 
+from rackgate.reports import UnreadableReport, read_report
 from rackgate.reports.diff import DEFAULT_FIGURE_THRESHOLD_PCT, diff_reports
-from rackgate.reports.diff_input import DiffError, read_report
+from rackgate.reports.diff_input import DiffError
 from rackgate.reports.diff_pairing import MATCHES
 from rackgate.reports.diff_render import render_html, render_text
 from rackgate.store.evidence import atomic_write
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     stderr and exit 2."""
     try:
         return cmd_diff(args)
-    except (DiffError, Refused) as exc:
+    except (DiffError, UnreadableReport, Refused) as exc:
         sys.stderr.write(f"rackgate diff: {' '.join(str(exc).split())}\n")
         return EXIT_CANNOT_RUN
 

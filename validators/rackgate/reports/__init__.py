@@ -7,9 +7,11 @@ two cannot disagree.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rackgate.model import RackVerdict, Status
@@ -102,3 +104,34 @@ def checks_in(doc: Mapping[str, Any]) -> Sequence[str]:
         for r in n["results"]:
             seen.setdefault(r["check"], None)
     return list(seen)
+
+
+class UnreadableReport(ValueError):
+    """A report.json that cannot be read, said in one line naming the file."""
+
+
+def read_report(arg: str | Path) -> tuple[Any, Path]:
+    """The report a command-line argument names (a run directory's report.json, or the file
+    itself) as a JSON document, and its path: what ``diff``, ``baseline``, ``drain`` and
+    ``--compare`` read. report.json is strict JSON (its writer refuses NaN and
+    infinities): so is what is read here. UnreadableReport naming the file otherwise."""
+    given = Path(arg)
+    path = given / "report.json" if given.is_dir() else given
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if given.is_dir():
+            raise UnreadableReport(f"{given} has no report.json: judge the run first "
+                                   f"(rackgate judge {given})") from None
+        raise UnreadableReport(f"{path}: cannot read it: No such file or directory") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise UnreadableReport(f"{path}: cannot read it: {reason}") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant), path
+    except ValueError as exc:
+        raise UnreadableReport(f"{path}: not JSON: {exc}") from None
+
+
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is not a JSON value")

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rackgate.reports.diff_input import DiffError, check_report, read_report
+from rackgate.reports import UnreadableReport, read_report
+from rackgate.reports.diff_input import DiffError, check_report
 from rackgate.reports.diff_pairing import MATCHES, Match, pair_nodes
 
 SCHEMA = "rackgate.diff/1"
@@ -257,7 +258,10 @@ class Compared:
 def compared(arg: str | Path) -> Compared:
     """The report ``arg`` names (a run directory or a report.json), read and checked;
     DiffError naming the file and field otherwise."""
-    doc, path = read_report(arg)
+    try:
+        doc, path = read_report(arg)
+    except UnreadableReport as exc:
+        raise DiffError(str(exc)) from None
     check_report(doc, str(path))
     return Compared(doc, str(path))
 

@@ -7,10 +7,8 @@ are checked; docs/report-schema.md has them all.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from rackgate.model import Status, Verdict
@@ -22,27 +20,6 @@ VERDICTS = tuple(v.value for v in Verdict)
 
 class DiffError(ValueError):
     """A report the diff cannot read, said in one line naming the report and the field."""
-
-
-def read_report(arg: str | Path) -> tuple[Any, Path]:
-    """The report a command-line argument names (a run directory's report.json, or the file
-    itself) as a JSON document, and its path; DiffError when it cannot be read. report.json
-    is strict JSON (its writer refuses NaN and infinities): so is what is read here."""
-    path = Path(arg)
-    path = path / "report.json" if path.is_dir() else path
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise DiffError(f"{path}: cannot read it: {reason}") from None
-    try:
-        return json.loads(text, parse_constant=_no_constant), path
-    except ValueError as exc:
-        raise DiffError(f"{path}: not JSON: {exc}") from None
-
-
-def _no_constant(word: str) -> Any:
-    raise ValueError(f"{word} is not a JSON value")
 
 
 def check_report(doc: Any, where: str) -> None:

@@ -15,7 +15,6 @@ A ``--dry-run`` reads the states into a temporary directory and changes nothing.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from rackgate.collect.ansible import collect
 from rackgate.collect.task import Stop, Task
 from rackgate.inventory import InventoryError, load_inventory
 from rackgate.model import last_words
+from rackgate.reports import UnreadableReport, read_report
 from rackgate.scheduler import slurm
 from rackgate.scheduler.drain import (
     Decision,
@@ -84,40 +84,24 @@ class DrainOutcome:
         return [d for d in self.done if d.decision.action == "unknown" or (d.ran and not d.ok)]
 
 
-def _read_report(run_dir: Path) -> tuple[dict[str, Any], str]:
-    path = run_dir / "report.json"
-    if not path.is_file():
-        raise RunError(f"{path}: no report: judge the run first (rackgate judge {run_dir})")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunError(f"{path}: cannot read the report: {exc}") from None
-    if not isinstance(doc, dict):
-        raise RunError(f"{path}: the report is not a JSON object")
-    return doc, str(path)
-
-
 def drain(run_dir: Path, *, scheduler: Scheduler | None = None, dry_run: bool = False,
           resume_passed: bool = False, kubeconfig: str | None = None, forks: int = 20,
           stop: Stop | None = None) -> DrainOutcome:
     """Decide per node of the run's report, and unless ``dry_run``, act. RunError when the
     run, its report or the scheduler cannot be used."""
     manifest = read_manifest(run_dir)
-    doc, source = _read_report(run_dir)
     try:
+        doc, path = read_report(run_dir)
+        if not isinstance(doc, dict):
+            raise ReportError(f"{path}: the report is not a JSON object")
+        source = str(path)
         run_id, nodes = report_nodes(doc, source)
-    except (ReportError, ValueError) as exc:
+    except (UnreadableReport, ReportError, ValueError) as exc:
         raise RunError(str(exc)) from None
     if run_id != manifest["run_id"]:
         raise RunError(f"{source}: field run.run_id {run_id!r} is not this run's "
                        f"({manifest['run_id']!r} in manifest.json)")
     inventory = manifest["inventory"]
-    launch = None if scheduler == "kubernetes" else _launch_host(manifest, nodes)
-    scheduler = scheduler or ("slurm" if launch else None)
-    if scheduler is None:
-        raise RunError(f"run {run_id}: no SLURM launch host (rackgate_launch_host, or a host "
-                       f"in group slurm_controller of {', '.join(inventory)}): give "
-                       f"--scheduler kubernetes for a Kubernetes site")
     stop = stop or Stop()
     if scheduler == "kubernetes":
         try:
@@ -129,10 +113,13 @@ def drain(run_dir: Path, *, scheduler: Scheduler | None = None, dry_run: bool = 
             return DrainOutcome(run_id, "kubernetes", "the control host", False,
                                 tuple(Done(d, False, True) for d in decisions), None)
         return _kubernetes(run_dir, run_id, decisions, inventory, forks, stop)
+    launch = _launch_host(manifest, nodes)
     if not launch:
         raise RunError(f"run {run_id}: no SLURM launch host: SLURM's commands run on the "
                        f"nodes' rackgate_launch_host, or the first host of group "
-                       f"slurm_controller, and {', '.join(inventory)} names neither")
+                       f"slurm_controller, and {', '.join(inventory)} names neither"
+                       + ("" if scheduler else "; give --scheduler kubernetes for a "
+                          "Kubernetes site"))
     return _slurm(run_dir, run_id, nodes, launch, inventory, dry_run=dry_run,
                   resume_passed=resume_passed, forks=forks, stop=stop)
 
