@@ -638,8 +638,8 @@ def test_a_site_baseline_from_a_demo_run_is_what_validate_judges_against(provisi
     """Issue 16: ``rackgate baseline`` of a demo run writes overrides whose refs are the
     nodes' median figures, each basis naming the run, the nodes and the statistic; a
     validate with ``--overrides`` records that profile and judges every node against those
-    refs. A wide tolerance (0.9) keeps the demo VM's noisy disk from flapping the verdict:
-    what is proven here is which numbers the judgement uses."""
+    refs. What is proven here is which numbers the judgement uses, not the verdict: the
+    demo VM's disk is shared and noisy."""
     golden = rackgate("validate", "-i", DEMO, "--profile", "demo", "--checks",
                       "fio.seq_read,fio.rand_read")
     assert golden.returncode == 0, golden.stdout + golden.stderr
@@ -660,10 +660,19 @@ def test_a_site_baseline_from_a_demo_run_is_what_validate_judges_against(provisi
 
     judged = rackgate("validate", "-i", DEMO, "--profile", "demo", "--checks",
                       "fio.seq_read,fio.rand_read", "--overrides", str(out))
-    assert judged.returncode == 0, judged.stdout + judged.stderr
+    # The verdict itself is not what is proven: a p99 latency on the demo VM's shared disk
+    # has been seen at twice its baseline minutes later (CI, stop 25), past any band that
+    # still means something. Every result must be judged (pass or fail, never error),
+    # against the baseline's refs.
+    assert judged.returncode in (0, 1), judged.stdout + judged.stderr
     doc2 = report_of(judged)
     used = doc2["profile"]["checks"]["fio.seq_read"]["thresholds"]["read_bw"]
     assert used["ref"] == read_bw["ref"] and "overrides" in doc2["profile"]["source"]
     assert doc2["profile"]["sha256"] != doc["profile"]["sha256"]
+    rand = overrides["checks"]["fio.rand_read"]["thresholds"]
     for node in doc2["nodes"]:
+        assert {r["status"] for r in node["results"]} <= {"pass", "fail"}, node
         assert f"0.1 x {figure(read_bw['ref'])} MB/s" in result(node)["expected"], node
+        expected = result(node, "fio.rand_read")["expected"]
+        assert f"0.1 x {figure(rand['read_iops']['ref'])} IOPS" in expected, node
+        assert f"1.9 x {figure(rand['read_p99_ms']['ref'])} ms" in expected, node
