@@ -21,13 +21,14 @@ export ANSIBLE_VAULT_IDENTITY_LIST ?= demo@$(CURDIR)/molecule/demo-bmc/vault-pas
 DEMO_INVENTORY := inventory/demo
 
 .PHONY: demo test bootstrap bootstrap-test image demo-up demo-down demo-status provision \
-        validate lint unit molecule e2e clean
+        validate lint unit molecule molecule-ci e2e clean
 
 ## demo: bring up the container rack, provision it, validate it, print where the report is
 demo: bootstrap image demo-up provision validate
 
-## test: lint, unit tests, the molecule scenario of every role, end-to-end on the demo rack
-test: bootstrap-test image lint unit molecule e2e
+## test: lint, unit tests, the molecule scenario of every role (on bookworm; common and slurm
+##       on trixie too), end-to-end on the demo rack
+test: bootstrap-test image lint unit molecule-ci e2e
 
 bootstrap:
 	scripts/bootstrap.sh
@@ -65,9 +66,19 @@ lint:
 unit:
 	pytest -m "not e2e"
 
-# Every role's scenarios, a few roles at a time (JOBS=1 for one after the other).
+# Every role's scenarios (or ROLES="common slurm"), on one Debian release (DISTRO=bookworm,
+# the default, or DISTRO=trixie), a few roles at a time (JOBS=1 for one after the other).
+DISTRO ?= bookworm
+ROLES ?=
+MOLECULE_ROLES := $(patsubst roles/%/molecule/,%,$(wildcard roles/*/molecule/))
+# What `make test` runs: every role on bookworm, and these on trixie as well (CI's time
+# allows two; `make molecule DISTRO=trixie` runs every role there).
+MOLECULE_CI_TRIXIE := common slurm
 molecule:
-	scripts/molecule-all.sh
+	MOLECULE_DISTRO=$(DISTRO) scripts/molecule-all.sh $(ROLES)
+
+molecule-ci:
+	scripts/molecule-all.sh $(MOLECULE_ROLES) $(addsuffix :trixie,$(MOLECULE_CI_TRIXIE))
 
 e2e:
 	pytest -m e2e tests/e2e

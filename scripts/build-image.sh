@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the rackgate base image (Debian 12 + systemd + python3) from Debian's mirror.
+# Build the rackgate base image (Debian + systemd + python3) from Debian's mirror, for one
+# Debian release: bookworm (12, the default) or trixie (13).
 # Nothing can be pulled from a registry here, so the image is made locally:
 #   debootstrap --variant=minbase  ->  tar | podman import
 # The mirror is the one this machine's own APT sources use (scripts/debian-mirror.sh).
@@ -7,14 +8,16 @@
 # "<suite>-updates" from the archive mirror, "<suite>-security" from the security mirror
 # when this machine has one, component main. Only the file is written: no index is
 # downloaded at build time (APT's lists are emptied), so the build costs what it did.
-# The tag is the sha256 of the recipe (this script, packages.txt, mirrors, suite), so
-# the image is rebuilt only when it is missing or its recipe changed.
+# The image is named after the suite (localhost/rackgate-<suite>); its tag is the sha256
+# of the recipe (this script, packages.txt, mirrors, suite), so the image is rebuilt only
+# when it is missing or its recipe changed.
 #
 # Usage: scripts/build-image.sh            build if missing, print the image name
 #        scripts/build-image.sh --name     print the image name only
 # Environment: RACKGATE_DEBIAN_MIRROR, RACKGATE_DEBIAN_SECURITY_MIRROR (default: this
 #              machine's, from scripts/debian-mirror.sh; an empty security mirror adds no
-#              security line), RACKGATE_DEBIAN_SUITE (default bookworm), CONTAINERS_CONF.
+#              security line), RACKGATE_DEBIAN_SUITE (bookworm or trixie; default
+#              bookworm), CONTAINERS_CONF.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,11 +25,15 @@ root="$(cd "$here/.." && pwd)"
 mirror="$("$here/debian-mirror.sh")"
 security_mirror="$("$here/debian-mirror.sh" --security)"
 suite="${RACKGATE_DEBIAN_SUITE:-bookworm}"
+case "$suite" in
+  bookworm|trixie) ;;
+  *) echo "build-image: RACKGATE_DEBIAN_SUITE is '$suite'; the releases rackgate is tested on are bookworm (12) and trixie (13)" >&2; exit 2 ;;
+esac
 packages_file="$root/molecule/image/packages.txt"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$root/molecule/containers.conf}"
 
 recipe_hash="$( { cat "$here/build-image.sh" "$packages_file"; echo "$mirror $security_mirror $suite"; } | sha256sum | cut -c1-12)"
-image="localhost/rackgate-debian12:$recipe_hash"
+image="localhost/rackgate-$suite:$recipe_hash"
 
 if [[ "${1:-}" == "--name" ]]; then
   echo "$image"

@@ -26,8 +26,10 @@ What is verified:
 
 What cannot be verified in a container (and why):
   * systemd sandboxing (ProtectSystem, ProtectHome, PrivateTmp, PrivateDevices): systemd
-    cannot set up mount namespaces in this podman container (status 226/NAMESPACE), so the
-    role leaves them out there and records it; on a real node the unit carries them;
+    cannot set up mount namespaces in this podman container (status 226/NAMESPACE); nor, on
+    Debian 13's systemd 257, the seccomp filters (RestrictAddressFamilies, LockPersonality,
+    SystemCallArchitectures) for a non-root user without CAP_SYS_ADMIN (status 217/USER).
+    The role leaves them out there and records it; on a real node the unit carries them;
   * a real BMC (TLS, vendor quirks, sessions) and a real CDU: the mockup is a static tree;
   * validation by promtool on the host and a Prometheus reload: Debian's prometheus package
     is not installed in the container (time budget), so the role records both as skipped;

@@ -1,11 +1,12 @@
-"""Verify the kubernetes role on the molecule instance (Debian 12, systemd as PID 1, podman).
+"""Verify the kubernetes role on the molecule instance (Debian 12 or 13, systemd as PID 1,
+podman).
 
 The instance is the only control-plane host (molecule.yml sets the control-plane group to
 "all"), with the snapshotter `native`, registry mirrors and a local sandbox image.
 
 What is verified in the container:
-  * containerd (Debian's package, 1.6.x) is installed, enabled and active, its unit passes
-    `systemd-analyze verify`, and the daemon answers: `ctr version` reports the server,
+  * containerd (Debian's package: 1.6.x on Debian 12, 1.7.x on 13) is installed, enabled
+    and active, its unit passes `systemd-analyze verify`, and the daemon answers: `ctr version` reports the server,
     `ctr plugins ls` shows the cri plugin and the configured snapshotter as ok;
   * the configuration containerd really runs with: `containerd config dump` (parsed as TOML)
     has SystemdCgroup = true for runc and for the `nvidia` runtime, BinaryName
@@ -79,10 +80,16 @@ def fact(host):
 
 
 # --- containerd ------------------------------------------------------------------------
+def containerd_series(host):
+    """The containerd series Debian packages for the container's release."""
+    release = host.system_info.release.split(".")[0]
+    return {"12": "1.6.", "13": "1.7."}[release]
+
+
 def test_containerd_package(host):
     package = host.package("containerd")
     assert package.is_installed
-    assert package.version.startswith("1.6."), package.version
+    assert package.version.startswith(containerd_series(host)), package.version
 
 
 def test_containerd_service(host):
@@ -96,7 +103,8 @@ def test_containerd_service(host):
 def test_containerd_answers(host):
     version = host.run("ctr version")
     assert version.rc == 0, version.stderr
-    assert "Server:" in version.stdout and "1.6." in version.stdout.split("Server:")[1]
+    assert "Server:" in version.stdout, version.stdout
+    assert containerd_series(host) in version.stdout.split("Server:")[1], version.stdout
 
 
 def test_cri_and_snapshotter_plugins_ok(host):

@@ -5,8 +5,9 @@ are in test_default.py, which lists what a container cannot show).
 What is verified:
   * `sinfo` shows both compute nodes idle (partition batch);
   * `srun -N2 hostname` prints both names, and a batch job (`sbatch --wait`) completes;
-  * `scontrol show topology` matches the fabric plan's topology of molecule.yml (su1: c1
-    and c2, under two spines: slurmctld takes a leaf switch with two parents);
+  * `scontrol show topology` matches the fabric plan's topology of molecule.yml: on Debian 12
+    topology/tree (su1: c1 and c2, under two spines: slurmctld takes a leaf switch with two
+    parents), on Debian 13 topology/block (block su1: c1 and c2);
   * `srun -N2 -n2 --mpi=pmix` runs an MPI program (mpi4py) with ranks 0 and 1 of size 2, one
     on each compute node.
 
@@ -114,6 +115,12 @@ def test_sbatch_job_completes():
 
 def test_topology_matches_fabric_plan():
     out = run_ok(on(CTL), "scontrol show topology")
+    conf = run_ok(on(CTL), "cat /etc/slurm/slurm.conf")
+    if "TopologyPlugin=topology/block" in conf.splitlines():  # Debian 13: SLURM 24.11
+        blocks = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in out.splitlines()
+                  if line.startswith("BlockName=")]
+        assert [(b["BlockName"], b["Nodes"]) for b in blocks] == list(TOPOLOGY.items()), out
+        return
     switches = {}
     for line in out.splitlines():
         fields = dict(re.findall(r"(\w+)=(\S+)", line))

@@ -1,5 +1,6 @@
 """Verify the slurm role on the `cluster` scenario: rg-slurm-ctl (slurmctld) and two compute
-nodes rg-slurm-c1, rg-slurm-c2 (slurmd) on one podman network (Debian 12, systemd as PID 1).
+nodes rg-slurm-c1, rg-slurm-c2 (slurmd) on one podman network (Debian 12 or 13, as
+MOLECULE_DISTRO chose the image; systemd as PID 1).
 
 What is verified:
   * each host has only the packages and daemons it needs: slurmctld (not slurmd) on the
@@ -14,6 +15,9 @@ What is verified:
     both compute nodes idle, `srun -N2 hostname` prints both names, a batch job (`sbatch
     --wait`) completes, `scontrol show topology` matches the fabric plan, and `srun -N2 -n2
     --mpi=pmix` runs an MPI program;
+  * Debian 13 (SLURM 24.11): topology/block from the same plan, and the gpu/nvml plugin
+    (slurm-wlm-nvml-plugin, contrib) on rg-slurm-c1, the node declared with GPUs; Debian 12
+    (SLURM 22.05): topology/tree, and no such package exists;
   * cgroup.conf carries the defaults for real nodes (ConstrainDevices=yes), and slurm.conf the
     container settings of molecule.yml (proctrack/linuxproc, task/none);
   * rg-slurm-c1 is configured with 2 GPUs that a container cannot have: slurm.conf declares
@@ -25,7 +29,7 @@ What cannot be verified in a container (and why):
     containers have no CAP_SYS_ADMIN and a read-only cgroup v1 hierarchy, so slurmd cannot
     create job cgroups; the scenario uses proctrack/linuxproc and task/none instead;
   * GPU scheduling (Gres=gpu, gres.conf AutoDetect=nvml or the /dev/nvidiaN list): there
-    are no /dev/nvidia* devices, and Debian's Slurm has no gpu/nvml plugin;
+    are no /dev/nvidia* devices (on Debian 13 the plugin is installed, but has no GPU to find);
   * slurmdbd accounting: it needs a MySQL/MariaDB server, which the scenario does not run
     (slurm_dbd_enabled stays false);
   * MPI over InfiniBand/RDMA: Open MPI runs over TCP between the containers.
@@ -55,6 +59,13 @@ FACT = "/etc/ansible/facts.d/rackgate_slurm.fact"
 
 def name_of(host):
     return host.backend.hostname
+
+
+def release(host):
+    """The container's Debian codename (VERSION_CODENAME in /etc/os-release)."""
+    fields = dict(line.split("=", 1) for line in
+                  host.file("/etc/os-release").content_string.splitlines() if "=" in line)
+    return fields["VERSION_CODENAME"].strip('"')
 
 
 def on(name):
@@ -94,6 +105,11 @@ def test_packages_only_what_the_host_needs(host):
         for package in ("slurmd", "openmpi-bin", "libpmix-dev", "python3-mpi4py", "procps"):
             assert host.package(package).is_installed, package
         assert not host.package("slurmctld").is_installed, "compute nodes must not get slurmctld"
+    # The gpu/nvml plugin: Debian 13 only, and only on the node declared with GPUs.
+    nvml = host.package("slurm-wlm-nvml-plugin").is_installed
+    assert nvml == (release(host) == "trixie" and name == "rg-slurm-c1"), (name, release(host))
+    plugin = host.file("/usr/lib/x86_64-linux-gnu/slurm-wlm/gpu_nvml.so")
+    assert plugin.exists == nvml, plugin.path
 
 
 def test_daemons_enabled_and_active(host):
@@ -135,7 +151,7 @@ def test_slurm_conf_identical_everywhere(host):
     for line in (
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
-        "TopologyPlugin=topology/tree",
+        "TopologyPlugin=topology/" + ("block" if release(host) == "trixie" else "tree"),
         "SlurmctldHost=rg-slurm-ctl",
         "GresTypes=gpu",
     ):
