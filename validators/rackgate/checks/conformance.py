@@ -50,7 +50,8 @@ class ConformanceParams(Params):
                                         description="systemd DefaultLimitMEMLOCK; null: "
                                                     "not checked")
     cmdline: list[str] = Field(default_factory=list, description="kernel arguments required")
-    governor: Literal["performance", "powersave", "schedutil", "ondemand"] | None = None
+    governor: Literal["performance", "powersave", "schedutil", "ondemand", "conservative",
+                      "userspace"] | None = None
     acs_disabled: bool = Field(default=False, description="no bridge with ACS SrcValid+")
 
     @field_validator("services")
