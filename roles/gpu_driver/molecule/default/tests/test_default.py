@@ -1,10 +1,14 @@
-"""Verify the gpu_driver role on the molecule instance (Debian 12, systemd as PID 1, podman).
+"""Verify the gpu_driver role on the molecule instance (Debian 12 or 13, as MOLECULE_DISTRO
+chose: systemd as PID 1, podman).
 
 molecule.yml sets gpu_driver_nvswitch: true (as an HGX profile does) and
 gpu_driver_cuda_repo_required: false, because NVIDIA's CUDA repository is unreachable from
 the build machines: the scenario exercises the "repository unreachable" path on purpose.
 
 What is verified in the container:
+  * the driver version is the release's own default (gpu_driver_version left empty):
+    535.309.01-0+deb12u1 on Debian 12 (bookworm-security), 550.163.01-2 on Debian 13, read
+    from the container's /etc/os-release, and the branch (535 / 550) follows from it;
   * with both mirror variables empty (the defaults), the role's deb822 source adds
     contrib/non-free/non-free-firmware for bookworm and bookworm-updates from the mirror of
     the container's own bookworm entry, and for bookworm-security from its own security entry
@@ -28,7 +32,12 @@ What is verified in the container:
     the CUDA repository (so Fabric Manager and DCGM are not installed: checked too, with no
     repository file and no unit for them), the initramfs rebuild, the kernel module packages
     (checked not installed: no dkms, no compiler), and the start of nvidia-persistenced;
-    reboot_required is false in a container.
+    reboot_required is false in a container;
+  * the stale-module check says that no module is loaded in a container (recorded skip
+    "module-version", kernel_module_version null), and the installed driver version read
+    back from dpkg is the pinned one; the kernel flavour (proprietary, the default) is
+    recorded; NSCQ (libnvidia-nscq-<branch>) is in the CUDA repository's skip with Fabric
+    Manager and is not installed.
 
 What cannot be verified in a container (and why):
   * the kernel module: a container cannot build (DKMS) or load modules, so
@@ -56,16 +65,36 @@ testinfra_hosts = [
     for name in AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
 ]
 
-VERSION = "535.309.01-0+deb12u1"
+# The driver each release installs when gpu_driver_version is empty (vars/Debian_<major>.yml).
+RELEASE_VERSIONS = {"bookworm": "535.309.01-0+deb12u1", "trixie": "550.163.01-2"}
 PINNED_PACKAGES = ["nvidia-smi", "libnvidia-ml1", "libnvidia-cfg1", "libcuda1"]
 NONFREE_SOURCES = "/etc/apt/sources.list.d/rackgate-debian-nonfree.sources"
 NONFREE_COMPONENTS = ["contrib", "non-free", "non-free-firmware"]
-SUITE = "bookworm"
 PIN_FILE = "/etc/apt/preferences.d/rackgate-nvidia-driver.pref"
 BLACKLIST = "/etc/modprobe.d/rackgate-blacklist-nouveau.conf"
 DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/50-rackgate-skip-without-device.conf"
 FACT = "/etc/ansible/facts.d/rackgate_gpu_driver.fact"
 
+
+
+@pytest.fixture(scope="module")
+def suite(host):
+    """The container's Debian codename (bookworm, trixie)."""
+    for line in host.file("/etc/os-release").content_string.splitlines():
+        if line.startswith("VERSION_CODENAME="):
+            return line.split("=", 1)[1].strip('"')
+    raise AssertionError("no VERSION_CODENAME in /etc/os-release")
+
+
+@pytest.fixture(scope="module")
+def version(suite):
+    assert suite in RELEASE_VERSIONS, f"no expected driver version for {suite}"
+    return RELEASE_VERSIONS[suite]
+
+
+@pytest.fixture(scope="module")
+def branch(version):
+    return version.split(".", 1)[0]
 
 
 @pytest.fixture(scope="module")
@@ -120,14 +149,14 @@ def _deb822_stanzas(text):
     return stanzas
 
 
-def test_nonfree_sources_add_only_what_the_node_lacks(host, node_sources):
+def test_nonfree_sources_add_only_what_the_node_lacks(host, node_sources, suite):
     # The defaults (both mirrors empty) take the mirrors of the container's own sources.
-    archive = _mirror_for(node_sources, SUITE)
-    security = _mirror_for(node_sources, f"{SUITE}-security")
-    assert archive, f"the container's sources have no {SUITE} entry: {node_sources}"
-    wanted = [(archive, SUITE), (archive, f"{SUITE}-updates")]
+    archive = _mirror_for(node_sources, suite)
+    security = _mirror_for(node_sources, f"{suite}-security")
+    assert archive, f"the container's sources have no {suite} entry: {node_sources}"
+    wanted = [(archive, suite), (archive, f"{suite}-updates")]
     if security:
-        wanted.append((security, f"{SUITE}-security"))
+        wanted.append((security, f"{suite}-security"))
     expected = []
     for uri, suite in wanted:
         missing = [c for c in NONFREE_COMPONENTS if c not in node_sources.get((uri, suite), set())]
@@ -153,12 +182,12 @@ def test_nonfree_sources_repeat_nothing(host):
     assert not ours & theirs, ours & theirs
 
 
-def test_pinned_version_resolves_from_the_sources(host):
+def test_pinned_version_resolves_from_the_sources(host, version):
     # The pinned version comes from a configured mirror, not only from dpkg's status file:
     # in `apt-cache policy`'s version table (" *** <version> <priority>", then one indented
     # line per origin), its entry lists a non-free source.
     policy = host.check_output("apt-cache policy nvidia-smi").splitlines()
-    entry = re.compile(rf"^ (\*\*\*| {{3}}) {re.escape(VERSION)} -?[0-9]+$")
+    entry = re.compile(rf"^ (\*\*\*| {{3}}) {re.escape(version)} -?[0-9]+$")
     start = next((i for i, line in enumerate(policy) if entry.match(line)), None)
     assert start is not None, policy
     origins = []
@@ -169,29 +198,29 @@ def test_pinned_version_resolves_from_the_sources(host):
     assert any("/non-free " in origin for origin in origins), policy
 
 
-def test_pin_file(host):
+def test_pin_file(host, version):
     pin = host.file(PIN_FILE)
     assert pin.mode == 0o644
     lines = pin.content_string.splitlines()
-    assert f"Pin: version {VERSION}" in lines
+    assert f"Pin: version {version}" in lines
     assert "Pin-Priority: 1001" in lines
     package_line = next(line for line in lines if line.startswith("Package:"))
     assert "nvidia-*" in package_line.split() and "libcuda1" in package_line.split()
 
 
 @pytest.mark.parametrize("name", PINNED_PACKAGES)
-def test_pinned_package_installed_at_version(host, name):
+def test_pinned_package_installed_at_version(host, name, version):
     package = host.package(name)
     assert package.is_installed, f"{name} is not installed"
-    assert package.version == VERSION
+    assert package.version == version
 
 
 @pytest.mark.parametrize("name", PINNED_PACKAGES)
-def test_apt_policy_applies_the_pin(host, name):
+def test_apt_policy_applies_the_pin(host, name, version):
     policy = host.check_output(f"apt-cache policy {name}")
-    assert f"Installed: {VERSION}" in policy
-    assert f"Candidate: {VERSION}" in policy
-    assert f"{VERSION} 1001" in policy, policy
+    assert f"Installed: {version}" in policy
+    assert f"Candidate: {version}" in policy
+    assert f"{version} 1001" in policy, policy
 
 
 def test_persistenced_installed(host):
@@ -254,24 +283,46 @@ def test_no_failed_units(host):
     assert failed == "", failed
 
 
-def test_cuda_repository_skip_recorded(host, fact):
+def test_cuda_repository_skip_recorded(host, fact, branch):
     reason = _skip(fact, "cuda-repository")
     assert "developer.download.nvidia.com" in reason
     assert "did not answer" in reason
-    assert "nvidia-fabricmanager-535" in reason and "datacenter-gpu-manager" in reason
+    # NSCQ comes with Fabric Manager on an NVSwitch node, from the same repository.
+    for name in (f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}",
+                 "datacenter-gpu-manager"):
+        assert name in reason, reason
     assert fact["repositories"] == {"cuda": False}
     assert not host.file("/etc/apt/sources.list.d/rackgate-cuda.sources").exists
-    for name in ("nvidia-fabricmanager-535", "datacenter-gpu-manager"):
+    for name in (f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}",
+                 "datacenter-gpu-manager"):
         assert not host.package(name).is_installed
     assert fact["services"] == ["nvidia-persistenced"]
 
 
-def test_fact_file_summary(host, fact):
+def test_fact_file_summary(host, fact, version, branch):
     assert host.file(FACT).mode == 0o644
     assert fact["role"] == "gpu_driver"
-    assert fact["driver_version"] == VERSION
-    assert fact["driver_upstream_version"] == "535.309.01"
+    assert fact["driver_version"] == version
+    assert fact["driver_upstream_version"] == version.split("-", 1)[0]
+    assert fact["driver_branch"] == branch
+    assert fact["kernel_flavor"] == "proprietary"
     assert fact["in_container"] is True
     assert fact["nvswitch"] is True
     assert fact["reboot_required"] is False
     assert fact["reboot_reasons"] == []
+
+
+def test_installed_driver_version_read_back(host, fact, version):
+    # The stale-module check compares the loaded module with what dpkg says is installed.
+    assert fact["installed_driver_version"] == version
+    assert fact["installed_driver_version"] == host.package("libnvidia-ml1").version
+
+
+def test_no_module_version_compared_in_a_container(host, fact):
+    # The container shares the host's kernel, which has no nvidia module: nothing to compare,
+    # and the role says so instead of claiming the module matches.
+    assert not host.file("/sys/module/nvidia").exists
+    assert fact["kernel_module_version"] is None
+    assert fact["kernel_module_loaded"] is False
+    assert "stale-module check" in _skip(fact, "module-version")
+    assert fact["kernel_packages_changed_boot_id"] is None
