@@ -8,7 +8,8 @@ Three parts, the first two pure:
   credential variable: ``collect.plan``'s ``NotRun`` records; multi-node checks without a
   launch host) and one probe :class:`~rackgate.collect.task.Task` per host with what it
   asks (:class:`Need`): each check's tools (``command -v``), the directories it writes into
-  (exists, writable, room for fio's files), the RDMA devices and netdevs the profile names,
+  (exists, writable, room for fio's files), the RDMA devices and netdevs the profile names
+  (and, where the inventory sets rdma_device_naming, that the policy gives those names),
   root where a check needs it; on the control host, that each BMC credential decrypts and is
   not empty; on the launch host, that ``sinfo`` answers and ``srun --test-only`` accepts
   the nodes. The probe is ``programs/probes/preflight.py`` sent as text, every input its own
@@ -32,6 +33,7 @@ from rackgate.checks.base import SECRET_FILE, Check, CommandError, HostNeeds
 from rackgate.collect.ansible import collect
 from rackgate.collect.launch import NODE_NAME, PARTITION, PATH_NAME, PROGRAM, RDMA_DEVICE
 from rackgate.collect.plan import plan
+from rackgate.collect.preflight_naming import naming_problems
 from rackgate.collect.preflight_records import Answer, Kind, Need, Preflight, Probe, Problem
 from rackgate.collect.task import Stop, Task
 from rackgate.fabric.rails import rail_mismatches
@@ -222,6 +224,7 @@ def build(view: RunView, checks: Sequence[Check]) -> Preflight:
         problems += [Problem(None, check.name, f"{why} (GPU i's HCA must be on rail i)")
                      for why in (rail_mismatches(view.fabric, hcas, view.nodes)
                                  if view.fabric is not None else ())]
+    problems += naming_problems(view, checks)
     for check in _across(view, checks, problems):
         for node in view.nodes:
             _host_needs(check, view, node, node_asks[node])

@@ -1,13 +1,19 @@
-"""Verify the lustre_client role on the molecule instance (Debian 12, systemd as PID 1, podman).
+"""Verify the lustre_client role on the molecule instance (Debian 12 or 13, systemd, podman).
 
 The scenario (molecule.yml) points at Whamcloud's public repository, which the build
-machines cannot reach, with lustre_client_repo_required=false; LNet networks o2ib0(ib0)
-and tcp0(eth0) with the modprobe method; two mounts (one with failover MGS NIDs, one with
-a multi-NID MGS and an extra option); two lctl tunables.
+machines cannot reach, with lustre_client_repo_required=false (unsigned, allowed
+explicitly); LNet networks o2ib0(ib0) and tcp0(eth0) with the modprobe method and the
+o2ib build; two mounts (one with failover MGS NIDs, one with a multi-NID MGS and an extra
+option); two lctl tunables.
 
 What is verified in the container:
-  * the repository was probed and, being unreachable, NOT configured: no APT source for
-    it exists (it would break every later apt-get update), no Lustre package is installed;
+  * the repository's own metadata was probed (<url>/Release, a flat APT repository) and,
+    being unreachable, the repository was NOT configured: no APT source for it exists (it
+    would break every later apt-get update), no Lustre package is installed;
+  * the role's checks and probe with other values (tests/test_preflight.py): an EL
+    repository on Debian, an unsigned repository not allowed and o2ib networks without the
+    o2ib build are refused, naming what was found; a file:// repository is accepted when its
+    Release file is there (flat and pool layouts) and refused when only the directory is;
   * /etc/modprobe.d/lustre.conf holds `options lnet networks="o2ib0(ib0),tcp0(eth0)"` and
     `modprobe --showconfig` parses it (kmod reads the file as the kernel's modprobe would);
     /etc/lnet.conf (the other method) is absent;
@@ -146,11 +152,16 @@ def test_fact_records_skips(host):
     fact = json.loads(host.file(FACT).content_string)
     assert fact["role"] == "lustre_client"
     assert fact["repository_reachable"] is False
+    assert fact["repository_metadata"] == (
+        "https://downloads.whamcloud.com/public/lustre/lustre-2.15.6/ubuntu2204/client/Release")
+    assert fact["lnet_build"] == "o2ib"
+    assert fact["rdma_stack"] == "inbox"
     assert fact["lnet_networks"] == ["o2ib0", "tcp0"]
     assert fact["mounts"] == ["/lustre/scratch", "/lustre/home"]
     skipped = {entry["step"]: entry["reason"] for entry in fact["skipped"]}
     assert set(skipped) == {"package-install", "lnet-load", "mount", "tunables-apply"}, skipped
     assert "downloads.whamcloud.com" in skipped["package-install"]
-    assert "unreachable" in skipped["package-install"]
+    assert "unreachable: its metadata https://" in skipped["package-install"]
+    assert "/client/Release" in skipped["package-install"]
     assert "container" in skipped["mount"]
     assert "/sys/fs/lustre" in skipped["tunables-apply"]

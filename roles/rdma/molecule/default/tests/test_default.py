@@ -1,8 +1,10 @@
-"""Verify the rdma role on the molecule instance (Debian 12, systemd as PID 1, podman).
+"""Verify the rdma role on the molecule instance (Debian 12 or 13, systemd as PID 1, podman).
 
 The scenario (molecule.yml) asks for the inbox stack, IPoIB links ib0 (datagram),
 ib0.8001 (P_Key child) and ib1 (connected, IPv6), opensm (priority 14, one GUID), one
-RoCE netdev (ens1f0np0), GPUDirect and the memlock check in warn mode.
+RoCE netdev (ens1f0np0), GPUDirect by DMA-BUF (with gpu_driver_kernel_flavor: open),
+the device naming policy kernel (checked against the RoCE ib_device and nccl_conf's
+NCCL_IB_HCA) and the memlock check in warn mode.
 
 What is verified in the container:
   * the inbox packages (rdma-core, ibverbs-providers, ibverbs-utils, perftest,
@@ -20,7 +22,13 @@ What is verified in the container:
     commands and sysfs writes a real node gets: PFC on priority 3 only, DSCP trust map,
     ECN on priority 3, CNP DSCP 48 / 802.1p 6, traffic class 106), `systemd-analyze
     verify` of the instantiated unit, the unit enabled and inactive (condition unmet);
-  * /etc/modules-load.d/nvidia-peermem.conf names nvidia_peermem;
+  * GPUDirect by DMA-BUF loads no module: the nvidia_peermem modules-load.d entry that
+    prepare.yml left (as an earlier run with rdma_gpudirect: true would have) is removed;
+  * the device naming rule /etc/udev/rules.d/60-rdma-persistent-naming.rules holds the
+    one rule line with NAME_KERNEL, has the name of rdma-core's own rule (which it replaces),
+    and names a program rdma-core installs (rdma_rename); where this udev has
+    `udevadm verify` (systemd >= 254: Debian 13), the rule file passes it;
+  * the asserts fire on bad combinations (tests/test_preflight.py);
   * no limits file is written by this role (memlock belongs to the common role);
   * /etc/ansible/facts.d/rackgate_rdma.fact records every skipped step with its reason,
     and the memlock finding.
@@ -33,7 +41,10 @@ What cannot be verified in a container (and why):
     which the container lacks, and there is no ib0); the files are checked, not applied;
   * RoCE QoS application: no mlx5 netdev, so neither mlnx_qos/dcb nor the sysfs ECN
     writes run; the dry run shows what would run;
-  * nvidia_peermem loading: no GPU, no NVIDIA driver, and a container cannot load modules;
+  * GPUDirect RDMA itself: no GPU, no NVIDIA driver, no HCA; the nvidia_peermem path
+    (rdma_stack: doca) cannot converge here at all, DOCA's repository being unreachable;
+  * renaming: the container has no RDMA device, so no udev event runs rdma_rename; the
+    rule is checked as a file;
   * memlock: the common role is not applied in this scenario, so the check reports the
     container's limit as a warning; the value itself depends on the host.
 
@@ -248,9 +259,37 @@ def test_roce_unit(host):
     assert host.run("systemctl is-failed %s", ROCE_UNIT).stdout.strip() != "failed"
 
 
-def test_peermem_modules_load(host):
-    conf = host.file("/etc/modules-load.d/nvidia-peermem.conf")
-    assert "nvidia_peermem" in conf.content_string.splitlines()
+def test_peermem_entry_removed(host):
+    # prepare.yml wrote it; rdma_gpudirect: dmabuf has nothing to load at boot.
+    assert not host.file("/etc/modules-load.d/nvidia-peermem.conf").exists
+
+
+NAMING_RULE = "/etc/udev/rules.d/60-rdma-persistent-naming.rules"
+
+
+def test_naming_rule_sets_the_kernel_policy(host):
+    rules = [line for line in host.file(NAMING_RULE).content_string.splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert rules == [
+        'ACTION=="add", SUBSYSTEM=="infiniband", PROGRAM="rdma_rename %k NAME_KERNEL"'
+    ], rules
+
+
+def test_naming_rule_replaces_the_packages_rule(host):
+    # udev reads /etc/udev/rules.d/<name> instead of the package's file of that name.
+    package_rule = host.run(
+        "dpkg -L rdma-core | grep -E '/rules.d/60-rdma-persistent-naming.rules$'")
+    assert package_rule.rc == 0, "rdma-core no longer ships 60-rdma-persistent-naming.rules"
+    assert "NAME_FALLBACK" in host.file(package_rule.stdout.split()[0]).content_string
+    # PROGRAM= without a path runs from udev's directory: rdma-core puts rdma_rename there.
+    assert host.run("dpkg -L rdma-core | grep -E '/udev/rdma_rename$'").rc == 0
+
+
+def test_naming_rule_passes_udevadm_verify(host):
+    if host.run("udevadm verify --help").rc != 0:
+        pytest.skip("this udev has no `udevadm verify` (systemd < 254, Debian 12)")
+    result = host.run("udevadm verify %s", NAMING_RULE)
+    assert result.rc == 0, result.stdout + result.stderr
 
 
 def test_no_second_limits_file(host):
@@ -264,14 +303,19 @@ def test_fact_records_skips(host):
     assert fact["stack"] == "inbox"
     assert fact["hca_devices"] == []
     skipped = {entry["step"]: entry["reason"] for entry in fact["skipped"]}
-    assert set(skipped) == {
-        "ipoib-bring-up",
-        "opensm-start",
-        "roce-qos-apply",
-        "nvidia-peermem-load",
-    }, skipped
+    assert set(skipped) == {"ipoib-bring-up", "opensm-start", "roce-qos-apply"}, skipped
     assert "container" in skipped["ipoib-bring-up"]
     assert "ens1f0np0" in skipped["roce-qos-apply"]
-    assert "kernel modules cannot be loaded" in skipped["nvidia-peermem-load"]
+    assert fact["gpudirect"] == "dmabuf"
+    checked = fact["gpudirect_checked"]
+    assert checked["gpu_driver_kernel_flavor"] == "open", checked
+    assert checked["flavor_from"] == "inventory (gpu_driver_kernel_flavor)", checked
+    assert checked["min_kernel"] == "5.12" and checked["kernel"], checked
+    assert fact["device_naming"] == {
+        "policy": "kernel",
+        "udev_policy": "NAME_KERNEL",
+        "rule": NAMING_RULE,
+        "renamed_at_next_boot": [],
+    }
     assert fact["memlock"]["ok"] is False
     assert fact["memlock"]["systemd_default"] not in ("", "unknown")
