@@ -26,6 +26,16 @@ def demo_profile_file(path: Path, checks: list[str], name: str = "test") -> Path
     return path
 
 
+@pytest.fixture(scope="session")
+def provisioned_rack() -> subprocess.CompletedProcess[str]:
+    """(e2e) The demo rack up and provisioned, once for the whole session, shared by every
+    e2e module (tests/e2e/demo_rack.py: provision). tests/e2e is on sys.path whenever an
+    e2e module asks for this fixture (pytest's prepend import mode)."""
+    from demo_rack import provision
+
+    return provision()
+
+
 @pytest.fixture
 def fixture_text():
     """Read a fixture file as text (fixtures start with '#' lines saying where they came from)."""

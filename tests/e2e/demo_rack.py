@@ -1,5 +1,6 @@
 """What the e2e tests share: the demo rack's paths and names, and helpers that run commands
-against it (the session fixture that brings it up and provisions it is in conftest.py)."""
+against it, and `provision`, which the session fixture `provisioned_rack` in tests/conftest.py
+runs once."""
 
 from __future__ import annotations
 
@@ -65,3 +66,16 @@ def require_slurm_idle(nodes: list[str], timeout_s: float = 45.0) -> None:
         for n, state in states.items() if state != "idle")
     pytest.fail(f"SLURM on rg-head does not see every node idle after {timeout_s:.0f} s: "
                 f"{states} (sinfo -N)\n{logs}", pytrace=False)
+
+
+def provision() -> subprocess.CompletedProcess[str]:
+    """Bring the demo rack up and provision it (site.yml); the session fixture
+    ``provisioned_rack`` (tests/conftest.py) calls it once for every e2e module, which run
+    in file order on the same rack, each test leaving SLURM with every node idle."""
+    up = rackgate("demo", "up", "-i", DEMO)
+    assert up.returncode == 0, up.stdout + up.stderr
+    first = run(str(BIN / "ansible-playbook"), "-i", DEMO, "playbooks/site.yml")
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    # Every test after this one validates, and mpi.allreduce needs both nodes idle in SLURM.
+    require_slurm_idle(NODES)
+    return first
