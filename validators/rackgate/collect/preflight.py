@@ -29,11 +29,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rackgate.checks.base import SECRET_FILE, Check, CommandError, HostNeeds
+from rackgate.checks.base import SECRET_FILE, Check, HostNeeds
 from rackgate.collect.ansible import collect
 from rackgate.collect.launch import NODE_NAME, PARTITION, PATH_NAME, PROGRAM, RDMA_DEVICE
 from rackgate.collect.plan import plan
-from rackgate.collect.preflight_naming import naming_problems
+from rackgate.collect.preflight_naming import naming_problems, needs_on
 from rackgate.collect.preflight_records import Answer, Kind, Need, Preflight, Probe, Problem
 from rackgate.collect.task import Stop, Task
 from rackgate.fabric.rails import rail_mismatches
@@ -48,7 +48,6 @@ from rackgate.placement import (
     ON_FABRIC,
     NotRun,
     RunView,
-    command_vars,
     placement_of,
 )
 from rackgate.programs.probes import source
@@ -137,14 +136,9 @@ def _params(check: Check, view: RunView, host: str) -> Any:
 
 
 def _host_needs(check: Check, view: RunView, host: str, asks: _Asks) -> None:
-    params = _params(check, view, host)
-    if params is None:
-        return
-    try:
-        needs = check.needs(params, command_vars(host, view.hostvars[host], view.profiles[host]))
-    except CommandError:
-        return  # its command cannot be built either: the plan already names the variable
-    asks.add_needs(needs, check.name)
+    needs = needs_on(check, view, host)
+    if needs is not None:
+        asks.add_needs(needs, check.name)
 
 
 def _across(view: RunView, checks: Sequence[Check], problems: list[Problem]) -> list[Check]:

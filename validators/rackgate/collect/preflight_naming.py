@@ -12,10 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rackgate.checks.base import Check, CommandError
+from rackgate.checks.base import Check, CommandError, HostNeeds
 from rackgate.collect.preflight_records import Problem
 from rackgate.fabric.naming import NAMING_VAR, misnamed, misnamed_message, policy_problem
 from rackgate.placement import RunView, command_vars
+
+
+def needs_on(check: Check, view: RunView, host: str) -> HostNeeds | None:
+    """What ``check`` needs on ``host`` under the host's profile; None when the profile has
+    no such check, or its command cannot be built (the plan names the missing variable)."""
+    cp = view.profiles[host].check(check.name)
+    if cp is None:
+        return None
+    try:
+        return check.needs(check.params_model.model_validate(cp.params),
+                           command_vars(host, view.hostvars[host], view.profiles[host]))
+    except CommandError:
+        return None
 
 
 def naming_problems(view: RunView, checks: Sequence[Check]) -> list[Problem]:
@@ -31,16 +44,10 @@ def naming_problems(view: RunView, checks: Sequence[Check]) -> list[Problem]:
             continue
         profile = view.profiles[node]
         for check in checks:
-            cp = profile.check(check.name)
-            if cp is None:
+            needs = needs_on(check, view, node)
+            if needs is None:
                 continue
-            try:
-                params = check.params_model.model_validate(cp.params)
-                devices = check.needs(params, command_vars(node, view.hostvars[node],
-                                                           profile)).rdma_devices
-            except CommandError:
-                continue  # the plan names the variable its command lacks already
             out += [Problem(node, check.name, misnamed_message(profile.name, check.name, d,
                                                                str(policy)))
-                    for d in misnamed(devices, str(policy))]
+                    for d in misnamed(needs.rdma_devices, str(policy))]
     return out
