@@ -23,6 +23,11 @@ is the link each of its ports' PCI functions trains to (``fabric.nic_pcie``, fro
 the classes of one link layer must state the same link, since that is all that tells
 their RDMA devices apart.
 
+``gpu.power_cap`` is the board power limit a site sets on every GPU to fit its power budget
+(``watts``, ``tolerance_w``, ``basis``; see :class:`PowerCap` for the physics): a capped rack
+is accepted as capped when every GPU runs at the cap, and the cap is shown with the profile
+in the report. Without it, a limit below the GPU's default is only a warning.
+
 >>> g = GpuSpec(model="NVIDIA RTX A6000", count=2, nvlinks_per_gpu=4, source="a doctest "
 ...     "stand-in for a datasheet", nvlink_topology={"kind": "pairs", "name": "nvlink-bridge",
 ...     "pairs": [[0, 1, 4]], "basis": "one NVLink bridge joins the two cards"})
@@ -110,6 +115,45 @@ NvLinkTopology = Annotated[NvSwitchTopology | NvLinkPairs | NoNvLink,
                            Field(discriminator="kind")]
 
 
+class PowerCap(BaseModel):
+    """The board power limit the site sets on every GPU (``nvidia-smi -pl``; the gpu_driver
+    role's ``gpu_driver_power_limits``), and why.
+
+    ``gpu.health`` judges the limit in force (nvidia-smi "Current Power Limit") against it:
+    within ``tolerance_w`` passes and is reported as capped; any other limit fails. Above
+    the cap, the GPU may draw more than its share of the power the rack was provisioned for
+    (PDU, busbar and cooling budgets are sized as GPUs x cap, so a few uncapped boards can
+    trip a breaker or overheat the row under a synchronised load); below it, the power
+    management algorithm holds the clocks lower than the rack was sized for, so jobs run
+    slower than planned. The cap must be a limit the GPU accepts: one above its
+    power.max_limit (or below power.min_limit) is a profile error, judged ``error``.
+
+    Capping lowers throughput: figures a profile's thresholds state from uncapped runs (NCCL
+    bus bandwidth where the reduction is compute-bound, DCGM's targeted stress tests) may
+    not be reached by a capped GPU. The judge does not scale them by the cap: measure the
+    capped rack (``rackgate baseline``) and say so in each threshold's basis.
+
+    >>> PowerCap(watts=550, tolerance_w=5, basis="site power budget: 8 x 550 W per node").watts
+    550.0
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    watts: float = Field(gt=0, allow_inf_nan=False,
+                         description="the limit every GPU must be set to, in W")
+    tolerance_w: float = Field(default=1.0, ge=0, allow_inf_nan=False,
+                               description="how far the limit in force may be from it, in W "
+                                           "(nvidia-smi prints 2 decimals)")
+    basis: str = _BASIS
+
+    @model_validator(mode="after")
+    def _tolerance_below_cap(self) -> PowerCap:
+        if self.tolerance_w >= self.watts:
+            raise ValueError(f"tolerance_w {self.tolerance_w} W is not below the cap "
+                             f"{self.watts} W: any limit would pass")
+        return self
+
+
 class GpuSpec(BaseModel):
     """The GPUs every node must have, as nvidia-smi names them."""
 
@@ -126,6 +170,9 @@ class GpuSpec(BaseModel):
     nvlink_topology: NvLinkTopology | None = Field(
         default=None, description="how NVLink joins the GPUs (nvidia-smi topo -m)")
     pcie: PcieLink | None = Field(default=None, description="the link every GPU trains to")
+    power_cap: PowerCap | None = Field(
+        default=None, description="the site's board power limit per GPU (nvidia-smi -pl); "
+                                  "absent: the GPUs run at their default limit")
     source: str = _SOURCE
 
     @model_validator(mode="before")

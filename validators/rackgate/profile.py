@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rackgate.hardware import GpuSpec as GpuSpec  # re-exported: profiles' hardware blocks
 from rackgate.hardware import Hardware as Hardware
 from rackgate.hardware import NicSpec as NicSpec
+from rackgate.hardware import PowerCap as PowerCap
 from rackgate.hardware import PsuSpec as PsuSpec
 from rackgate.hardware import StorageSpec as StorageSpec
 

@@ -5,8 +5,13 @@ when the profile gives it. Then, per GPU: uncorrectable ECC errors (volatile or 
 row remapping pending or failed and page retirement pending (NVIDIA "GPU Memory Error
 Management": a pending remap or retirement needs a GPU reset; a remapping failure means
 the board should be replaced), GPU reset required, the PCIe link, persistence mode, ECC
-mode, clock event (throttle) reasons that are not benign, and a power limit set below the
-default.
+mode, clock event (throttle) reasons that are not benign, and the power limit.
+
+Power limit: where the profile states the site's cap (``hardware.gpu.power_cap``, see
+``rackgate.hardware.PowerCap`` for why both directions matter), every GPU's limit in force
+must be the cap within its tolerance (pass, reported as capped), any other limit fails, and
+a cap outside the GPU's min..max limit, or a limit not reported, is an error. Without a cap,
+a limit below the default warns (someone ran ``nvidia-smi -pl``).
 
 PCIe: where the profile states the link (``hardware.gpu.pcie``, with its basis), the
 current width must equal the profile's width: fewer lanes is a down-trained link, more is
@@ -41,6 +46,7 @@ Driver and VBIOS versions go to ``details`` for the certificate and rack-wide dr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
@@ -52,7 +58,7 @@ from rackgate.figures import figure
 from rackgate.hardware import PcieLink
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nvidia_smi import REASONS, Gpu, GpuQuery, parse_nvidia_smi_xml
-from rackgate.profile import Hardware, Threshold
+from rackgate.profile import Hardware, PowerCap, Threshold
 
 Reason = Literal["gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
                  "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost",
@@ -141,11 +147,45 @@ def _gpu_findings(g: Gpu, p: GpuHealthParams, hw: Hardware) -> list[tuple[Status
     bad = [r for r in g.clock_event_reasons_active if r not in p.allowed_throttle_reasons]
     if bad:
         out.append((Status.FAIL, f"clock event reasons active: {', '.join(bad)}"))
-    default = g.power_limit_default_w or g.power_limit_max_w
-    if g.power_limit_w is not None and default is not None and g.power_limit_w < default:
-        out.append((Status.WARN, f"power limit {figure(g.power_limit_w)} W, below the default "
-                                 f"{figure(default)} W"))
+    out += _power_findings(g, spec.power_cap if spec is not None else None)
     return out
+
+
+def _power_findings(g: Gpu, cap: PowerCap | None) -> list[tuple[Status, str]]:
+    """The limit in force against the profile's cap (hardware.PowerCap): at the cap within
+    its tolerance, nothing; any other limit fails; a cap the GPU cannot be set to (above
+    its max limit, below its min) is the profile's error. Without a cap: a limit below the
+    default warns (someone lowered it)."""
+    limit = g.power_limit_w
+    if limit is not None and not math.isfinite(limit):
+        return [(Status.ERROR, f"power limit reported as {limit}: not a number of watts")]
+    if cap is None:
+        default = g.power_limit_default_w or g.power_limit_max_w
+        if limit is not None and default is not None and limit < default:
+            return [(Status.WARN, f"power limit {figure(limit)} W, below the default "
+                                  f"{figure(default)} W")]
+        return []
+    want = f"the profile's power cap {figure(cap.watts)} W"
+    top, bottom = g.power_limit_max_w, g.power_limit_min_w
+    if limit is None:
+        return [(Status.ERROR, f"no power limit reported: {want} cannot be checked")]
+    if top is None or not math.isfinite(top):
+        return [(Status.ERROR, f"no max power limit reported: {want} cannot be checked "
+                               "against what the GPU accepts")]
+    if cap.watts > top:
+        return [(Status.ERROR, f"{want} is above the GPU's max power limit {figure(top)} W: "
+                               "no GPU of this kind can be set to it (profile error)")]
+    if bottom is not None and math.isfinite(bottom) and cap.watts < bottom:
+        return [(Status.ERROR, f"{want} is below the GPU's min power limit {figure(bottom)} "
+                               "W: no GPU of this kind can be set to it (profile error)")]
+    if abs(limit - cap.watts) <= cap.tolerance_w:
+        return []
+    if limit > cap.watts:
+        return [(Status.FAIL, f"power limit {figure(limit)} W, above {want} (± "
+                              f"{figure(cap.tolerance_w)} W): it may draw more than the "
+                              "rack's power budget")]
+    return [(Status.FAIL, f"power limit {figure(limit)} W, below {want} (± "
+                          f"{figure(cap.tolerance_w)} W): slower than the rack was sized for")]
 
 
 def judge_gpu_health(q: GpuQuery, params: GpuHealthParams,
@@ -186,16 +226,26 @@ def judge_gpu_health(q: GpuQuery, params: GpuHealthParams,
                                     f"{g.uuid or '?'} VBIOS {g.vbios_version or '?'}")
         if g.temperature_gpu_c is not None:
             details[f"gpu{g.index}_temp_c"] = g.temperature_gpu_c
+        if g.power_limit_w is not None and math.isfinite(g.power_limit_w):
+            details[f"gpu{g.index}_power_limit_w"] = g.power_limit_w
+    cap = spec.power_cap
+    if cap is not None:
+        details["power_cap_w"] = cap.watts
+        details["power_cap_tolerance_w"] = cap.tolerance_w
     for i, (status, text) in enumerate(findings, 1):
         details[f"finding{i}"] = f"{status.label}: {text}"
     status = Status.worst(s for s, _ in findings)
     what = f"{len(q.gpus)} x {spec.model}, driver {q.driver_version or 'unknown'}"
+    expected = f"{spec.count} x {spec.model}"
+    if cap is not None:
+        expected += f", power capped at {figure(cap.watts)} W (± {figure(cap.tolerance_w)} W)"
     if not findings:
-        return Judgement(Status.PASS, f"{what}: healthy", expected=f"{spec.count} x {spec.model}",
+        capped = "" if cap is None else f", power capped at {figure(cap.watts)} W"
+        return Judgement(Status.PASS, f"{what}: healthy{capped}", expected=expected,
                          details=details)
     return Judgement(status, f"{what}: {len(findings)} finding(s): "
                              + "; ".join(f"{s.label}: {t}" for s, t in findings),
-                     expected=f"{spec.count} x {spec.model}", details=details)
+                     expected=expected, details=details)
 
 
 CHECKS = (

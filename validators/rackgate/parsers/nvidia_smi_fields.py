@@ -94,6 +94,7 @@ class Gpu:
     power_limit_w: float | None  # the limit in force (current / enforced)
     power_limit_default_w: float | None
     power_limit_max_w: float | None
+    power_limit_min_w: float | None
     temperature_gpu_c: float | None
     reset_required: bool | None
     drain_and_reset_recommended: bool | None
@@ -320,6 +321,7 @@ def read_gpu(fmt: str, index: int, bus_id: str, node: Node, text_form: bool) -> 
         power_limit_w=pw("current_power_limit", "enforced_power_limit", "power_limit"),
         power_limit_default_w=pw("default_power_limit"),
         power_limit_max_w=pw("max_power_limit"),
+        power_limit_min_w=pw("min_power_limit"),
         temperature_gpu_c=r.number("C", temp),
         reset_required=r.flag("gpu_reset_status/reset_required"),
         drain_and_reset_recommended=r.flag("gpu_reset_status/drain_and_reset_recommended"),

@@ -23,11 +23,16 @@ SCHEMA = "rackgate.report/1"
 
 
 def _profile_doc(profile: Profile) -> dict[str, Any]:
+    gpu = profile.model.hardware.gpu
+    cap = gpu.power_cap if gpu is not None else None
     return {
         "name": profile.name,
         "source": profile.source,
         "sha256": profile.sha256,
         "description": profile.model.description,
+        # the site's GPU power cap the rack is accepted at (hardware.PowerCap), or None
+        "gpu_power_cap": None if cap is None else {"model": gpu.model if gpu else "",
+                                                   **cap.model_dump()},
         "checks": {name: cp.model_dump() for name, cp in profile.model.checks.items()},
         "rack": {name: cp.model_dump() for name, cp in profile.model.rack.items()},
     }

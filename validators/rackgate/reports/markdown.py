@@ -119,5 +119,7 @@ def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
         counts = ", ".join(f"{found[check, s]} {s}" for s in STATUSES if found[check, s])
         lines.append(f"- {md(check)}: {counts}")
     sha = doc["profile"].get("sha256") or "?"
-    lines += ["", f"Profile {md(doc['profile']['name'])}, sha256 {md(sha)}"]
+    cap = doc["profile"].get("gpu_power_cap")
+    capped = f", GPU power capped at {with_unit(cap['watts'], 'W')}" if cap else ""
+    lines += ["", f"Profile {md(doc['profile']['name'])}, sha256 {md(sha)}{capped}"]
     return "\n".join(lines) + "\n"

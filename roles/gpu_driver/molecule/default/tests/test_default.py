@@ -38,6 +38,13 @@ What is verified in the container:
     back from dpkg is the pinned one; the kernel flavour (proprietary, the default) is
     recorded; NSCQ (libnvidia-nscq-<branch>) is in the CUDA repository's skip with Fabric
     Manager and is not installed.
+  * GPU power (molecule.yml sets a power limit and application clocks): the script
+    /usr/local/libexec/rackgate/rackgate-gpu-power (0755), the config /etc/rackgate/gpu-power.conf
+    with exactly the expected lines, rackgate-gpu-power.service (oneshot, RemainAfterExit,
+    Wants= and After= nvidia-persistenced, ConditionPathExists=/dev/nvidia0) enabled and
+    accepted by `systemd-analyze verify`; started by hand here, its condition skips it
+    (ConditionResult=no, inactive, not failed), and the fact file records the settings and
+    the skip "gpu-power".
 
 What cannot be verified in a container (and why):
   * the kernel module: a container cannot build (DKMS) or load modules, so
@@ -45,6 +52,8 @@ What cannot be verified in a container (and why):
     is loaded, and the reboot logic (gpu_driver_reboot_required, throttled reboot) does
     not run; nouveau detection reads /sys/module, which shows the host's modules;
   * `update-initramfs -u`: a container boots no initramfs (initramfs-tools is not installed);
+  * nvidia-smi -pl / -ac: no GPU, so the power script never runs here; its logic is tested
+    with a fake nvidia-smi in tests/roles/test_gpu_power_script.py;
   * a working nvidia-smi, persistence mode, DCGM and Fabric Manager: no GPU, no NVSwitch,
     and the CUDA repository (DCGM, Fabric Manager) is unreachable from the build machines,
     so their installation, pinning and drop-ins for those two services are untested here;
@@ -74,6 +83,15 @@ PIN_FILE = "/etc/apt/preferences.d/rackgate-nvidia-driver.pref"
 BLACKLIST = "/etc/modprobe.d/rackgate-blacklist-nouveau.conf"
 DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/50-rackgate-skip-without-device.conf"
 FACT = "/etc/ansible/facts.d/rackgate_gpu_driver.fact"
+POWER_UNIT = "rackgate-gpu-power.service"
+POWER_SCRIPT = "/usr/local/libexec/rackgate/rackgate-gpu-power"
+POWER_CONF = "/etc/rackgate/gpu-power.conf"
+# What molecule.yml's gpu_driver_power_limits and gpu_driver_application_clocks write.
+POWER_SETTINGS = [
+    "power_limit_w[NVIDIA A100-SXM4-80GB]=300",
+    "power_limit_w[NVIDIA H100 80GB HBM3]=550",
+    "application_clocks_mhz[NVIDIA H100 80GB HBM3]=2619,1980",
+]
 
 
 
@@ -326,3 +344,42 @@ def test_no_module_version_compared_in_a_container(host, fact):
     assert fact["kernel_module_loaded"] is False
     assert "stale-module check" in _skip(fact, "module-version")
     assert fact["kernel_packages_changed_boot_id"] is None
+
+
+def test_gpu_power_script_and_config(host):
+    script = host.file(POWER_SCRIPT)
+    assert script.is_file and script.mode == 0o755 and script.user == "root"
+    conf = host.file(POWER_CONF)
+    assert conf.mode == 0o644 and conf.user == "root"
+    settings = [line for line in conf.content_string.splitlines()
+                if line and not line.startswith("#")]
+    assert settings == POWER_SETTINGS
+
+
+def test_gpu_power_unit_installed_and_enabled(host):
+    unit = host.file(f"/etc/systemd/system/{POWER_UNIT}").content_string.splitlines()
+    for line in ("Type=oneshot", "RemainAfterExit=yes", "Wants=nvidia-persistenced.service",
+                 "After=nvidia-persistenced.service", "ConditionPathExists=/dev/nvidia0",
+                 f"ExecStart={POWER_SCRIPT} {POWER_CONF}", "WantedBy=multi-user.target"):
+        assert line in unit, (line, unit)
+    assert host.service(POWER_UNIT).is_enabled
+    result = host.run(f"systemd-analyze verify {POWER_UNIT}")
+    assert result.rc == 0, result.stderr
+
+
+def test_gpu_power_unit_skipped_without_a_gpu(host, fact):
+    assert not host.file("/dev/nvidia0").exists
+    started = host.run(f"systemctl start {POWER_UNIT}")
+    assert started.rc == 0, started.stderr
+    shown = host.check_output(f"systemctl show -p ConditionResult -p ActiveState -p Result {POWER_UNIT}")
+    assert sorted(shown.splitlines()) == ["ActiveState=inactive", "ConditionResult=no",
+                                          "Result=success"], shown
+    reason = _skip(fact, "gpu-power")
+    assert "/dev/nvidia0 does not exist" in reason and "\n" not in reason, reason
+    assert fact["gpu_power"] == {
+        "unit": POWER_UNIT,
+        "power_limits_w": {"NVIDIA H100 80GB HBM3": 550, "NVIDIA A100-SXM4-80GB": 300},
+        "application_clocks_mhz": {"NVIDIA H100 80GB HBM3": {"memory_mhz": 2619,
+                                                             "graphics_mhz": 1980}},
+        "started": False,
+    }
