@@ -92,6 +92,17 @@ def test_a_reason_that_only_starts_with_the_word_rackgate_is_not_rackgates():
     assert ds["n1"].action == "leave"
 
 
+def test_the_health_checks_own_drain_is_left_to_the_health_check():
+    """`rackgate healthcheck` drains with "rackgate healthcheck: <node>: ..." and resumes its
+    own drains; drain neither resumes nor overwrites them, rejected or passing."""
+    reason = "rackgate healthcheck: n1: mounts: FAIL: /scratch: not mounted"
+    for verdict, results in (("ACCEPT", ()), ("REJECT", (PSU_FAIL,))):
+        d = decide(report(node("n1", verdict, *results)), f"n1|drained|{reason}\n",
+                   resume_passed=True)["n1"]
+        assert d.action == "leave" and d.argvs == (), (verdict, d)
+        assert reason in d.why
+
+
 def test_a_node_rackgate_drained_in_an_earlier_run_gets_this_runs_reason():
     d = decide(report(node("n1", "REJECT", PSU_FAIL)), f"n1|drained|{OLDER}\n")["n1"]
     assert d.action == "drain" and d.why == OURS

@@ -10,7 +10,7 @@ whose reader this uses).
 The reason rackgate writes says that rackgate drained the node, in which run, for which
 check: ``rackgate 20261202T031500Z-demo: redundancy.psu_ipmi: PSU2 Status (02h): Failure
 detected``. Only a reason of that shape (:data:`RACKGATE_REASON`) marks a node as
-rackgate's to resume.
+rackgate's to resume; the health check's drains (``rackgate healthcheck: ...``) are not.
 
 >>> drain_argv("rg-node01", "rackgate r1-demo: fio.seq_read: slow")[2:]
 ['nodename=rg-node01', 'state=drain', 'reason=rackgate r1-demo: fio.seq_read: slow']
@@ -30,7 +30,10 @@ from rackgate.programs.probes.slurm_ready import node_states
 
 # A run id as new_run_dir makes it (<UTC stamp>-<profile>[-<n>]); anything plain is taken.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-RACKGATE_REASON = re.compile(r"rackgate (?P<run>[A-Za-z0-9][A-Za-z0-9._-]*): \S")
+# "rackgate healthcheck: ..." is the health check's own drain (rackgate.health), which only
+# the health check resumes: to ``rackgate drain`` it is someone else's.
+RACKGATE_REASON = re.compile(
+    r"rackgate (?!healthcheck: )(?P<run>[A-Za-z0-9][A-Za-z0-9._-]*): \S")
 REASON_MAX = 160  # characters: sinfo -R shows it whole, a ticket quotes it
 # States with SLURM's flags after them (sinfo(1) NODE STATE CODES): * not responding,
 # ~ powered off, # powering up, ! pending power down, % powering down, $ maintenance

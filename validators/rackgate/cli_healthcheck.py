@@ -1,0 +1,118 @@
+"""``rackgate healthcheck``: check this node between jobs, drain it in SLURM when an item
+fails and resume it when all pass again (only a drain the health check made itself), and
+leave the results for node_exporter. slurmd runs it as HealthCheckProgram through
+``/usr/local/sbin/rackgate-healthcheck`` (roles/slurm), which calls the ``rackgate-healthcheck``
+entry point (:func:`main`) of a venv that holds rackgate and nothing else.
+
+Output: one line per item that did not pass, one line for what was done in SLURM, one
+summary line. Exit codes: 0 healthy, 1 an item failed (or gave no evidence), 2 the check
+could not run (configuration refused) or SLURM could not be read or changed.
+This module imports only the standard library, PyYAML and ``rackgate.health``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from rackgate.health import REASON_PREFIX
+from rackgate.health.config import ConfigError, load_config
+from rackgate.health.decide import decide, drain_reason, drained_after, textfile
+from rackgate.health.probe import (
+    BUDGET_S,
+    Budget,
+    Node,
+    apply,
+    run_command,
+    run_items,
+    slurm_state,
+    write_textfile,
+)
+
+DEFAULT_CONFIG = "/etc/rackgate/healthcheck.yaml"
+TEXTFILE = "rackgate-healthcheck.prom"
+EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=DEFAULT_CONFIG,
+                   help=f"the configuration the slurm role writes (default {DEFAULT_CONFIG})")
+    p.add_argument("--no-slurm", action="store_true",
+                   help="check and write the metrics only: neither read nor change SLURM")
+    p.add_argument("--root", default="/", help=argparse.SUPPRESS)  # tests: a fake /proc, /sys
+
+
+def register(sub: Any) -> None:
+    """Add ``healthcheck`` to rackgate's subcommands."""
+    p = sub.add_parser("healthcheck", help="check this node between jobs; drain or resume it "
+                       "in SLURM (HealthCheckProgram)")
+    _add_arguments(p)
+    p.set_defaults(func=lambda args: healthcheck(args, sys.stdout))
+
+
+def healthcheck(args: argparse.Namespace, out: TextIO) -> int:
+    started, now = time.monotonic(), time.time()
+    try:
+        text = Path(args.config).read_text(encoding="utf-8")
+        cfg = load_config(text, args.config)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"{REASON_PREFIX}cannot read {args.config}: {exc}", file=out)
+        return EXIT_CANNOT_RUN
+    except ConfigError as exc:
+        print(f"{REASON_PREFIX}configuration refused: {exc}", file=out)
+        return EXIT_CANNOT_RUN
+    budget, node = Budget(BUDGET_S), Node(Path(args.root), run_command)
+    results = run_items(cfg, node, budget)
+    for r in results:
+        if not r.health.ok:
+            print(r.line(cfg.node_name), file=out)
+    reason, slurm_trouble, drained = drain_reason(results), None, False
+    if not args.no_slurm:
+        try:
+            state = slurm_state(cfg.node_name, node, budget)
+        except ValueError as exc:
+            slurm_trouble = f"cannot read the node's state: {exc}"
+        else:
+            decision = decide(state, reason)
+            slurm_trouble = apply(decision.action, cfg.node_name, reason, node, budget)
+            drained = drained_after(state, decision, slurm_trouble is None)
+            done = {"drain": "drained", "resume": "resumed", "none": "left as it is"}
+            did = (done[decision.action] if slurm_trouble is None
+                   else f"FAILED to {decision.action}")
+            print(f"{REASON_PREFIX}{cfg.node_name}: SLURM: {did}: {decision.why}"
+                  + (f" ({reason})" if decision.action == "drain" else ""), file=out)
+        if slurm_trouble:
+            print(f"{REASON_PREFIX}{cfg.node_name}: SLURM: {slurm_trouble}", file=out)
+    duration = time.monotonic() - started
+    directory = Path(args.root) / cfg.textfile_dir.lstrip("/")
+    if directory.is_dir():
+        try:
+            write_textfile(directory, TEXTFILE, textfile(results, drained, now, duration))
+        except OSError as exc:
+            print(f"{REASON_PREFIX}{cfg.node_name}: cannot write {directory / TEXTFILE}: "
+                  f"{exc}", file=out)
+    else:
+        print(f"{REASON_PREFIX}{cfg.node_name}: textfile directory {cfg.textfile_dir} is "
+              "absent (no node_exporter here?): metrics not written", file=out)
+    bad = sum(not r.health.ok for r in results)
+    print(f"{REASON_PREFIX}{cfg.node_name}: {'healthy' if not bad else f'{bad} items failed'}"
+          f" ({len(results)} items, {sum(r.health.name == 'SKIP' for r in results)} skipped)"
+          f" in {duration:.2f} s", file=out)
+    if reason is not None:
+        return EXIT_UNHEALTHY
+    return EXIT_CANNOT_RUN if slurm_trouble else EXIT_HEALTHY
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``rackgate-healthcheck`` entry point (the node's venv)."""
+    p = argparse.ArgumentParser(prog="rackgate-healthcheck", description=__doc__.split("\n\n")[0])
+    _add_arguments(p)
+    return healthcheck(p.parse_args(argv), sys.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
