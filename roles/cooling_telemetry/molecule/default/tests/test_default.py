@@ -226,7 +226,6 @@ def test_rules_file(host, tmp_path):
     for expected in (
         "expr: rackgate_coolant_supply_temperature_celsius > 45",
         'expr: rackgate_coolant_flow_liters_per_minute{loop=~".*"} < 100',
-        "expr: avg by (instance) (DCGM_FI_DEV_GPU_UTIL) < 70",
         'expr: up{job="rackgate-cooling"} == 0',
     ):
         assert expected in text, f"{expected!r} missing from {RULES}"
@@ -239,7 +238,9 @@ def test_rules_file(host, tmp_path):
     run = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
                          text=True, timeout=60, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "SUCCESS: 12 rules found" in run.stdout
+    assert "SUCCESS: 7 rules found" in run.stdout
+    # the cluster alerts are the monitoring role's, not repeated here
+    assert "DCGM_FI_DEV_GPU_UTIL" not in text
 
 
 def test_fact_file_records_the_skips(host):
