@@ -35,6 +35,8 @@ from rackgate.cli_demo import register as register_demo
 from rackgate.cli_diff import register as register_diff
 from rackgate.cli_drain import register as register_drain
 from rackgate.cli_fabric import register as register_fabric
+from rackgate.cli_healthcheck import register as register_healthcheck
+from rackgate.cli_metrics import register as register_metrics
 from rackgate.cli_results import STATUS_STYLE, add_show, print_outcome
 from rackgate.collect.preflight import PlanRefused, errors, preflight
 from rackgate.collect.preflight_records import Problem
@@ -352,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_drain(sub)
     register_baseline(sub)
     register_diff(sub)
+    register_metrics(sub)
+    register_healthcheck(sub)
     return p
 
 

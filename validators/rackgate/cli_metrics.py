@@ -1,0 +1,93 @@
+"""``rackgate export-metrics RUN [-o FILE]``: a judged run's results as Prometheus text
+for node_exporter's textfile collector (rackgate.reports.metrics; docs/metrics.md).
+
+``-o -`` writes to stdout; ``-o DIR`` writes ``DIR/rackgate-acceptance.prom``; ``-o FILE``
+writes FILE; without ``-o`` the file goes beside the run's report.json. A file is written
+atomically (temporary file in its directory, then a rename), so node_exporter never reads
+half of one. One summary line goes to stderr. Exit 0 when written, 2 when it could not
+be: one line on stderr naming the run and the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rackgate.reports import UnreadableReport, read_report
+from rackgate.reports.metrics import DEFAULT_FILE, MetricsError, exposition, write_textfile
+
+EXIT_WRITTEN, EXIT_CANNOT_RUN = 0, 2
+
+
+class Refused(Exception):
+    """What ``rackgate export-metrics`` cannot do, said in one line."""
+
+
+def _target(run: str, report: Path, output: str | None) -> Path | None:
+    """Where the text goes: None for stdout."""
+    if output == "-":
+        return None
+    if output is None:
+        return report.parent / DEFAULT_FILE
+    path = Path(output)
+    if path.is_dir():
+        return path / DEFAULT_FILE
+    if not path.parent.is_dir():
+        raise Refused(f"run {run}: cannot write {path}: no directory {path.parent}")
+    return path
+
+
+def cmd_export_metrics(args: argparse.Namespace) -> int:
+    if not Path(args.run).exists():
+        raise Refused(f"run {args.run}: no such run directory or report.json")
+    try:
+        doc, report = read_report(args.run)
+    except UnreadableReport as exc:
+        raise Refused(f"run {args.run}: {exc}") from None
+    try:
+        metrics = exposition(doc, str(report))
+    except MetricsError as exc:
+        raise Refused(f"run {args.run}: {exc}") from None
+    target = _target(args.run, report, args.output)
+    text = metrics.text()
+    nodes = len(metrics.samples["rackgate_node_verdict"])
+    if target is None:
+        sys.stdout.write(text)
+        where = "stdout"
+    else:
+        try:
+            write_textfile(target, text)
+        except OSError as exc:
+            raise Refused(f"run {args.run}: cannot write {target}: "
+                          f"{exc.strerror or exc}") from None
+        where = str(target)
+    note = ("" if target is None or target.suffix == ".prom" else
+            " (node_exporter's textfile collector reads only *.prom files)")
+    sys.stderr.write(f"export-metrics: run {doc['run']['run_id']}: {nodes} node(s), "
+                     f"{metrics.series} series -> {where}{note}\n")
+    return EXIT_WRITTEN
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export; a report it cannot read or a file it cannot write is one line on stderr and
+    exit 2."""
+    try:
+        return cmd_export_metrics(args)
+    except Refused as exc:
+        sys.stderr.write(f"rackgate export-metrics: {' '.join(str(exc).split())}\n")
+        return EXIT_CANNOT_RUN
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rackgate export-metrics`` to the top-level parser."""
+    e = sub.add_parser("export-metrics",
+                       help="a judged run's verdicts and results as Prometheus text for "
+                            "node_exporter's textfile collector")
+    e.add_argument("run", metavar="RUN", help="the run directory (or its report.json), "
+                                              "judged by validate or judge")
+    e.add_argument("-o", "--output", metavar="FILE",
+                   help=f"where to write: a file, a directory (then {DEFAULT_FILE} in it, "
+                        f"e.g. /var/lib/prometheus/node-exporter), or - for stdout "
+                        f"(default: {DEFAULT_FILE} in the run directory)")
+    e.set_defaults(func=run)
