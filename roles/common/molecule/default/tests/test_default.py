@@ -380,6 +380,10 @@ def test_apt_timers_masked(host, timer):
     state = host.run("systemctl is-enabled %s", timer).stdout.strip()
     assert state == "masked", f"{timer} is {state}"
     assert not host.service(timer).is_running
+    # stopped before masked: a timer masked while it ran would be left "failed", which
+    # `systemctl --failed` (and so the SLURM health check) reports on every node
+    active = host.run("systemctl is-failed %s", timer).stdout.strip()
+    assert active == "inactive", f"{timer} is {active}"
 
 
 def _fact(host):
