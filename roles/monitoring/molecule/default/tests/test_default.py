@@ -1,8 +1,11 @@
-"""Verify the monitoring role on rg-mon-server (Prometheus, Alertmanager) and rg-mon-node.
+"""Verify the telemetry layer (playbooks/telemetry.yml) on rg-mon-server, rg-mon-node, rg-mon-bmc.
 
-Both containers run node_exporter; rg-mon-server also runs Prometheus and Alertmanager with
-the scrape jobs generated from the scenario's inventory, and the webhook receiver of
-prepare.yml (files/webhook_receiver.py) that appends each notification to WEBHOOK_LOG.
+rg-mon-server and rg-mon-node run node_exporter; rg-mon-server also runs Prometheus and
+Alertmanager with the scrape jobs generated from the scenario's inventory, the cooling alert
+rules of the cooling_telemetry role, and the webhook receiver of prepare.yml
+(files/webhook_receiver.py) that appends each notification to WEBHOOK_LOG. rg-mon-node runs
+the real cooling exporter (cooling_telemetry, port 9732), polling rg-mon-bmc, which serves
+the cooling_telemetry scenario's Redfish mockup (healthy tree) on port 8000.
 
 What is verified:
   * the packages are installed, the services enabled and active; node_exporter's ARGS carry
@@ -21,14 +24,26 @@ What is verified:
     Alertmanager and the webhook receiver, whose log names the alert and node rg-mon-node;
   * (d) the healed node (rackgate_healthcheck_ok 1) resolves it: the receiver gets the
     resolved notification;
+  * (e) the cooling job's target on rg-mon-node (the real exporter) is up in the targets
+    API, rackgate_leak_detector_state of both mockup detectors is queryable (0, node
+    rg-mon-node), and the cooling rules are loaded with CoolantLeakDetected's `for` of 2 s;
+  * (f) the mockup BMC's tray detector is swapped for the leak scenario's (DetectorState
+    Critical): the exporter reports 2, CoolantLeakDetected reaches Alertmanager and the
+    webhook receiver's log with node rg-mon-node and the tray detector;
+  * (g) the healthy tray detector is put back: the receiver gets CoolantLeakDetected resolved;
   * Grafana dashboards copied; the fact file records dcgm-exporter as skipped, with why.
-Every wait is bounded (WAIT_S) and says what it waited for; a failed wait shows the last
-lines of the server's journal.
+Every wait is bounded (WAIT_S), announced on stdout (shown with a failure) and says what it
+waited for; a failed wait shows the last lines of the server's journal (and, for the cooling
+waits, the node's exporter journal).
 
 What cannot be verified in a container (and why):
   * dcgm-exporter: no GPU, and NVIDIA's repository is unreachable; the role records it;
   * mail delivery: no SMTP relay (the address is a closed port on loopback);
-  * real InfiniBand counters: no HCA (the infiniband collector finds no /sys/class/infiniband).
+  * real InfiniBand counters: no HCA (the infiniband collector finds no /sys/class/infiniband);
+  * a real BMC or CDU (TLS, sessions, vendor quirks): the mockup is a static tree over plain
+    HTTP; the other cooling alerts (coolant temperature and flow, PSU redundancy, BMC or
+    exporter down) are not driven here (their rules are unit-tested with promtool in
+    roles/cooling_telemetry/tests, the exporter's faults in the cooling_telemetry scenario).
 """
 
 import json
@@ -42,12 +57,20 @@ import yaml
 testinfra_hosts = ["podman://rg-mon-server"]
 
 NODE = testinfra.get_host("podman://rg-mon-node")
+BMC = testinfra.get_host("podman://rg-mon-bmc")
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 WEBHOOK_LOG = "/var/log/rackgate-webhook.jsonl"
 PASSWORD = 'molecule "smtp" \\ $PW'  # molecule.yml (with $$ there)
 PASSWORD_FILE = "/etc/prometheus/alertmanager-smtp-password"
 FACT = "/etc/ansible/facts.d/rackgate_monitoring.fact"
 WAIT_S = 90
+COOLING_JOB = "rackgate-cooling"
+COOLING_RULES = "/etc/prometheus/rules/rackgate-cooling.rules.yml"
+TRAY = "/srv/redfish-mockup/ThermalEquipment/CDUs/1/LeakDetection/LeakDetectors/Tray/index.json"
+TRAY_ID = "/redfish/v1/ThermalEquipment/CDUs/1/LeakDetection/LeakDetectors/Tray"
+MANIFOLD_ID = "/redfish/v1/ThermalEquipment/CDUs/1/LeakDetection/LeakDetectors/Manifold"
+TRAY_LEAK = "/srv/tray-leak.json"  # the leak fixture's tray detector (prepare.yml)
+TRAY_HEALTHY = "/srv/tray-healthy.json"  # saved by (f), put back by (g)
 
 FETCH = (
     "python3 -c 'import sys, urllib.request; "
@@ -71,8 +94,14 @@ def journal(host):
     return host.run(f"journalctl --no-pager -n 40 {units}").stdout
 
 
-def wait_for(host, probe, what):
+def cooling_journal(host):
+    exporter = NODE.run("journalctl --no-pager -n 20 -u rackgate-cooling-exporter").stdout
+    return f"{journal(host)}\n--- rg-mon-node's cooling exporter:\n{exporter}"
+
+
+def wait_for(host, probe, what, diagnose=journal):
     """Call probe() until it returns something true; at most WAIT_S seconds."""
+    print(f"waiting at most {WAIT_S} s for {what}")
     deadline = time.monotonic() + WAIT_S
     last = None
     while time.monotonic() < deadline:
@@ -80,7 +109,7 @@ def wait_for(host, probe, what):
         if last:
             return last
         time.sleep(1)
-    raise AssertionError(f"within {WAIT_S} s: {what}; journal:\n{journal(host)}")
+    raise AssertionError(f"within {WAIT_S} s: {what}; journal:\n{diagnose(host)}")
 
 
 def put_textfile(name, text):
@@ -96,18 +125,26 @@ def query(host, promql):
     return data["data"]["result"]
 
 
-def webhook_alerts(host):
-    """(status, alertname, node) of every alert in every notification received so far."""
+def webhook_notified(host):
+    """(status, labels) of every alert in every notification received so far."""
     if not host.file(WEBHOOK_LOG).exists:
         return []
     found = []
     for line in host.file(WEBHOOK_LOG).content_string.splitlines():
         doc = json.loads(line)
         assert "invalid" not in doc, f"the receiver got a bad request: {doc}"
-        for alert in doc.get("alerts", []):
-            labels = alert.get("labels", {})
-            found.append((alert.get("status"), labels.get("alertname"), labels.get("node")))
+        found += [(alert.get("status"), alert.get("labels", {})) for alert in doc.get("alerts", [])]
     return found
+
+
+def webhook_alerts(host):
+    """(status, alertname, node) of every alert in every notification received so far."""
+    return [(status, labels.get("alertname"), labels.get("node")) for status, labels in webhook_notified(host)]
+
+
+def alertmanager_alerts(host, alertname):
+    alerts = api(host, "http://127.0.0.1:9093/api/v2/alerts?active=true")
+    return [a for a in alerts if a["labels"].get("alertname") == alertname]
 
 
 @pytest.mark.parametrize("name", ["prometheus", "prometheus-alertmanager", "prometheus-node-exporter"])
@@ -227,11 +264,11 @@ def test_b_textfile_metric_is_scraped(host):
 
 
 def test_c_failing_health_check_alert_reaches_the_receiver(host):
-    def in_alertmanager():
-        alerts = api(host, "http://127.0.0.1:9093/api/v2/alerts?active=true")
-        return [a for a in alerts if a["labels"].get("alertname") == "NodeHealthCheckFailing"]
-
-    (alert,) = wait_for(host, in_alertmanager, "Alertmanager to hold NodeHealthCheckFailing")
+    (alert,) = wait_for(
+        host,
+        lambda: alertmanager_alerts(host, "NodeHealthCheckFailing"),
+        "Alertmanager to hold NodeHealthCheckFailing",
+    )
     assert alert["labels"]["node"] == "rg-mon-node"
 
     firing = ("firing", "NodeHealthCheckFailing", "rg-mon-node")
@@ -251,6 +288,91 @@ def test_d_healed_node_resolves_the_alert(host):
         lambda: resolved in webhook_alerts(host),
         f"the webhook receiver's log ({WEBHOOK_LOG}) to show NodeHealthCheckFailing resolved for rg-mon-node",
     )
+
+
+def test_e_cooling_exporter_target_is_up_and_scraped(host):
+    def cooling_targets():
+        data = api(host, "http://127.0.0.1:9090/api/v1/targets?state=active")
+        targets = [t for t in data["data"]["activeTargets"] if t["labels"]["job"] == COOLING_JOB]
+        found = [(t["labels"]["node"], t["labels"]["instance"], t["health"]) for t in targets]
+        return found if found == [("rg-mon-node", "rg-mon-node:9732", "up")] else None
+
+    wait_for(
+        host,
+        cooling_targets,
+        f"Prometheus' targets API to show the {COOLING_JOB} target rg-mon-node:9732 (the real exporter) up",
+        cooling_journal,
+    )
+
+    def leak_series():
+        series = query(host, "rackgate_leak_detector_state")
+        found = sorted((s["metric"]["detector"], s["metric"]["node"], s["value"][1]) for s in series)
+        return found if found == [(MANIFOLD_ID, "rg-mon-node", "0"), (TRAY_ID, "rg-mon-node", "0")] else None
+
+    wait_for(
+        host,
+        leak_series,
+        "Prometheus to return rackgate_leak_detector_state 0 (node rg-mon-node) for the Manifold and Tray",
+        cooling_journal,
+    )
+    # The cooling rules of cooling_telemetry are loaded, with the scenario's short `for`.
+    check = host.run("promtool check rules %s", COOLING_RULES)
+    assert check.rc == 0, check.stdout + check.stderr
+    groups = api(host, "http://127.0.0.1:9090/api/v1/rules?type=alert")["data"]["groups"]
+    rules = {r["name"]: r for g in groups if g["name"] == "rackgate-cooling" for r in g["rules"]}
+    assert "CoolantLeakDetected" in rules, f"the cooling rules are not loaded: {sorted(rules)}"
+    assert rules["CoolantLeakDetected"]["duration"] == 2, rules["CoolantLeakDetected"]
+    assert not alertmanager_alerts(host, "CoolantLeakDetected"), "a leak alert before any leak"
+
+
+def test_f_mockup_leak_reaches_the_receiver(host):
+    assert not [a for a in webhook_alerts(host) if a[1] == "CoolantLeakDetected"], "a leak notified before any leak"
+    BMC.check_output("cp %s %s", TRAY, TRAY_HEALTHY)
+    BMC.check_output("cp %s %s", TRAY_LEAK, TRAY)
+    wait_for(
+        host,
+        lambda: query(host, f'rackgate_leak_detector_state{{detector="{TRAY_ID}"}} == 2'),
+        "Prometheus to return rackgate_leak_detector_state 2 (Critical) for the mockup's tray detector",
+        cooling_journal,
+    )
+    (alert,) = wait_for(
+        host,
+        lambda: alertmanager_alerts(host, "CoolantLeakDetected"),
+        "Alertmanager to hold CoolantLeakDetected",
+        cooling_journal,
+    )
+    assert alert["labels"]["node"] == "rg-mon-node" and alert["labels"]["detector"] == TRAY_ID, alert
+
+    def firing():
+        return [
+            labels
+            for status, labels in webhook_notified(host)
+            if status == "firing" and labels.get("alertname") == "CoolantLeakDetected"
+        ]
+
+    notified = wait_for(
+        host,
+        firing,
+        f"the webhook receiver's log ({WEBHOOK_LOG}) to show CoolantLeakDetected firing for rg-mon-node",
+        cooling_journal,
+    )
+    assert {(labels["node"], labels["detector"], labels["severity"]) for labels in notified} == {
+        ("rg-mon-node", TRAY_ID, "critical")
+    }, notified
+
+
+def test_g_repaired_leak_resolves_the_alert(host):
+    # Put the healthy detector back even when (f) failed half-way (it saved it first).
+    BMC.check_output("test -f %s && cp %s %s", TRAY_HEALTHY, TRAY_HEALTHY, TRAY)
+    resolved = ("resolved", "CoolantLeakDetected", "rg-mon-node")
+    wait_for(
+        host,
+        lambda: resolved in webhook_alerts(host),
+        f"the webhook receiver's log ({WEBHOOK_LOG}) to show CoolantLeakDetected resolved for rg-mon-node",
+        cooling_journal,
+    )
+    back = query(host, f'rackgate_leak_detector_state{{detector="{TRAY_ID}"}} == 0')
+    assert back, "the tray detector is not back to 0 in Prometheus"
 
 
 def test_dashboards_copied(host):
