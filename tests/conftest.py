@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -14,6 +15,19 @@ from rackgate.demo.bmc import IPMI_SIM_FILES, BmcError, start_ipmi_sim
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DEMO_PROFILE = Path(__file__).resolve().parents[1] / "validators/rackgate/profiles/demo.yaml"
+
+
+def promtool(*args: str, cwd: Path | None = None, stdin: str | None = None,
+             timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run Debian's promtool (rules, their unit tests, exposition text, PromQL). A failure,
+    not a skip, when it is missing: these files are tested by nothing else, and `make test`
+    installs it (scripts/bootstrap.sh --test)."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("promtool not found: run scripts/bootstrap.sh --test "
+                    "(or apt-get install prometheus)")
+    return subprocess.run([found, *args], cwd=cwd, input=stdin, capture_output=True,
+                          text=True, timeout=timeout, check=False)
 
 
 def demo_profile_file(path: Path, checks: list[str], name: str = "test") -> Path:

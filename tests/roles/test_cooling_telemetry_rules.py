@@ -6,18 +6,17 @@ and does not fire each alert on real series. Needs promtool (Debian's prometheus
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import pytest
 import yaml
+
+from conftest import promtool
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "cooling_telemetry"
 TEMPLATE = ROLE / "templates" / "cooling-telemetry.rules.yml.j2"
 UNIT_TESTS = ROLE / "tests" / "cooling-telemetry.rules.test.yml"
-PROMTOOL = shutil.which("promtool")
 ALERTS = {"CoolantSupplyTooHot", "CoolantReturnTooHot", "CoolantFlowTooLow",
           "CoolantLeakDetected", "PsuRedundancyLost", "BmcUnreachable", "CoolingExporterDown"}
 # The cluster alerts (GpuUtilisationLow, NetworkBandwidthHigh, StorageLatencyHigh, ...) are the
@@ -36,14 +35,6 @@ def render(overrides: dict[str, Any] | None = None) -> str:
     return env.from_string(TEMPLATE.read_text(encoding="utf-8")).render(context)
 
 
-def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    # A failure, not a skip: the rules are only tested by promtool, and `make test`
-    # installs it (scripts/bootstrap.sh --test).
-    if PROMTOOL is None:
-        pytest.fail("promtool not found: run scripts/bootstrap.sh --test "
-                    "(or apt-get install prometheus)")
-    return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, check=False)
 
 
 def test_rendered_rules_are_yaml_with_every_alert() -> None:

@@ -8,13 +8,13 @@ cooling_telemetry role. Needs promtool (Debian's prometheus package)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import pytest
 import yaml
+
+from conftest import promtool
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
 ROLE = ROLES / "monitoring"
@@ -22,7 +22,6 @@ TEMPLATE = ROLE / "templates" / "rackgate-cluster.rules.yml.j2"
 RULES_FILE = "rackgate-cluster.rules.yml"
 UNIT_TESTS = sorted((ROLE / "tests").glob("*.rules.test.yml"))
 COOLING_TEMPLATE = ROLES / "cooling_telemetry" / "templates" / "cooling-telemetry.rules.yml.j2"
-PROMTOOL = shutil.which("promtool")
 ALERTS = {"GpuUtilisationLow", "InfinibandBandwidthHigh", "NetworkBandwidthHigh",
           "StorageLatencyHigh", "GpuXidError", "GpuEccUncorrectable",
           "GpuUncorrectableRowsRemapped", "GpuRowRemapFailure", "InfinibandSymbolErrorsRising",
@@ -55,14 +54,6 @@ def rules_by_kind(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     return [r for r in rules if "alert" in r], [r for r in rules if "record" in r]
 
 
-def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    # A failure, not a skip: the rules are only tested by promtool, and `make test`
-    # installs it (scripts/bootstrap.sh --test).
-    if PROMTOOL is None:
-        pytest.fail("promtool not found: run scripts/bootstrap.sh --test "
-                    "(or apt-get install prometheus)")
-    return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False)
 
 
 def test_rendered_rules_are_yaml_with_every_alert_and_record() -> None:

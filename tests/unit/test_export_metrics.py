@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -22,6 +21,7 @@ from test_pairwise_check import NODES as PAIR_NODES
 from test_pairwise_check import outputs, run_output
 from test_pairwise_check import stored_run as pairwise_run
 
+from conftest import promtool
 from rackgate.checks import load_profile
 from rackgate.cli import main
 from rackgate.model import Result, Status, node_verdict, rack_verdict
@@ -37,7 +37,6 @@ from rackgate.reports.metrics import (
 )
 from rackgate.run import judge_run
 
-PROMTOOL = shutil.which("promtool")
 FIO = "fio.seq_read"
 RUN = "20261202T081500Z-demo"
 STRICT = {"checks": {FIO: {"thresholds": {"read_bw": {"ref": 1e9}}}}}  # 1,209 MB/s fails
@@ -68,11 +67,7 @@ def lbl(**labels: str) -> tuple[tuple[str, str], ...]:
 
 
 def promtool_check(text: str) -> subprocess.CompletedProcess[str]:
-    if PROMTOOL is None:
-        pytest.fail("promtool not found: run scripts/bootstrap.sh --test "
-                    "(or apt-get install prometheus)")
-    return subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
-                          text=True, timeout=60, check=False)
+    return promtool("check", "metrics", stdin=text, timeout=60)
 
 
 def judged_fio_run(tmp_path: Path, fixture_text: Any) -> Path:

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
+from conftest import promtool
 from rackgate.reports.metrics import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "roles" / "monitoring" / "files" / "dashboards" / "rackgate-acceptance.json"
 COOLING_EXPORTER = ROOT / "validators" / "rackgate" / "programs" / "cooling_exporter.py"
-PROMTOOL = shutil.which("promtool")
 DATASOURCE = "${datasource}"
 
 # `rackgate healthcheck`'s textfile (the team's shared metric names, issue 18).
@@ -180,15 +178,11 @@ def test_panel_ids_are_unique() -> None:
 
 
 def promtool_rules(exprs: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    if PROMTOOL is None:
-        pytest.fail("promtool not found: run scripts/bootstrap.sh --test "
-                    "(or apt-get install prometheus)")
     rules = {"groups": [{"name": "dashboard", "rules": [
         {"record": f"rackgate:dashboard_expr_{i}:value", "expr": as_promql(e)}
         for i, e in enumerate(exprs)]}]}
     (tmp_path / "dashboard.rules.yml").write_text(yaml.safe_dump(rules, width=1000))
-    return subprocess.run([PROMTOOL, "check", "rules", "dashboard.rules.yml"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return promtool("check", "rules", "dashboard.rules.yml", cwd=tmp_path, timeout=120)
 
 
 def test_every_expression_parses_as_promql(tmp_path: Path) -> None:
