@@ -25,7 +25,6 @@ from conftest import promtool
 from rackgate.checks import load_profile
 from rackgate.cli import main
 from rackgate.model import Result, Status, node_verdict, rack_verdict
-from rackgate.reports import metrics as metrics_module
 from rackgate.reports import report_document
 from rackgate.reports.metrics import (
     DEFAULT_FILE,
@@ -36,6 +35,7 @@ from rackgate.reports.metrics import (
     exposition,
 )
 from rackgate.run import judge_run
+from rackgate.store import evidence as evidence_module
 
 FIO = "fio.seq_read"
 RUN = "20261202T081500Z-demo"
@@ -259,7 +259,8 @@ def test_an_interrupted_write_leaves_the_previous_file_whole(tmp_path, fixture_t
     def no_rename(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(metrics_module.os, "replace", no_rename)
+    # the write goes through rackgate.store.evidence.atomic_write
+    monkeypatch.setattr(evidence_module.os, "replace", no_rename)
     assert main(["export-metrics", str(run_dir), "-o", str(target)]) == 2
     assert target.read_text() == "# the previous run's file\n"
     assert sorted(os.listdir(tmp_path)) == ["acceptance.prom", "runs"]

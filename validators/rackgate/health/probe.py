@@ -12,7 +12,6 @@ import os
 import selectors
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from rackgate.scheduler.slurm import (
     resume_argv,
     sinfo_argv,
 )
+from rackgate.store.evidence import atomic_write
 
 BUDGET_S = 9.0  # the whole run, SLURM included (slurmd kills the program at 60 s)
 COMMAND_TIMEOUT_S = 4.0  # the most any one command may take
@@ -269,14 +269,7 @@ def apply(action: str, node_name: str, reason: str | None, node: Node,
 
 
 def write_textfile(directory: Path, name: str, text: str) -> None:
-    """Write ``directory/name`` atomically (a temporary file in the same directory, then a
-    rename), mode 0644 so that node_exporter reads it. OSError when it cannot."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, directory / name)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``directory/name`` atomically (:func:`~rackgate.store.evidence.atomic_write`:
+    a temporary file in the same directory, synced, then a rename), mode 0644 so that
+    node_exporter reads it. OSError when it cannot."""
+    atomic_write(directory / name, text.encode("utf-8"), mode=0o644)

@@ -19,14 +19,14 @@ A node without a rack (no ``rackgate_location``) has ``rack=""``.
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from rackgate.store.evidence import atomic_write
 
 DEFAULT_FILE = "rackgate-acceptance.prom"
 STATUS_CODE = {"pass": 0, "warn": 1, "fail": 2, "error": 3, "skip": 4}
@@ -220,18 +220,9 @@ def exposition(doc: Any, source: str) -> Exposition:
 
 
 def write_textfile(path: Path, text: str, mode: int = 0o644) -> None:
-    """``text`` to ``path`` atomically: a temporary file in the same directory (named
-    ``.<name>.*.tmp``, which the textfile collector's ``*.prom`` never matches), synced,
-    made readable by node_exporter's own user (``mode``), then renamed over ``path``, so a
-    scrape reads the old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``text`` to ``path`` atomically (:func:`~rackgate.store.evidence.atomic_write`): a
+    temporary file in the same directory (named ``.<name>.*.tmp``, which the textfile
+    collector's ``*.prom`` never matches), synced, made readable by node_exporter's own user
+    (``mode``), then renamed over ``path``, so a scrape reads the old file or the new one,
+    never half of one."""
+    atomic_write(path, text.encode("utf-8"), mode=mode)

@@ -113,11 +113,14 @@ def record_problem(doc: Any, host: str, check: str) -> str | None:
     return None
 
 
-def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, sync: bool = True,
+                 mode: int | None = None) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it into place.
 
     ``sync=False`` skips fsync: still never a half file under the final name, but not
-    durable across a power loss (for generated data such as benchmarks).
+    durable across a power loss (for generated data such as benchmarks). ``mode`` sets the
+    file's permissions before the rename (mkstemp makes it 0600), for a file another user
+    reads, such as node_exporter's textfiles.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -125,6 +128,8 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             if sync:
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
