@@ -9,9 +9,10 @@
 #   ROLE            on MOLECULE_DISTRO (bookworm or trixie; default bookworm)
 #   ROLE:RELEASE    on that release, e.g. common:trixie
 #   no argument     every role with a molecule/ folder, on MOLECULE_DISTRO
-# The releases run one after the other (the scenarios of a role use fixed container names
-# and addresses, so a role cannot run on two releases at once); the roles of one release
-# run JOBS at a time. Each release's base image is built first when missing
+# Every (role, release) runs in one pool, JOBS at a time, longest first as the order of
+# ROLE_ORDER below, the second release of a role queued last; a role never runs on two
+# releases at once (its scenarios use fixed container names and addresses: a per-role
+# flock makes the second wait). Each release's base image is built first when missing
 # (scripts/build-image.sh with RACKGATE_DEBIAN_SUITE=<release>).
 # Environment: MOLECULE_DISTRO, JOBS, RACKGATE_DEBIAN_MIRROR, RACKGATE_DEBIAN_SECURITY_MIRROR
 #   (default: this machine's own, from scripts/debian-mirror.sh, as the Makefile sets
@@ -55,11 +56,16 @@ for item in "${items[@]}"; do
   total=$((total + 1))
 done
 
-run_role() {  # role release -> prints "<status> <role>:<release> <seconds>"; never fails itself
-  local role="$1" release="$2" start rc
-  start=$(date +%s)
+run_role() {  # role:release -> prints "<status> <role>:<release> <seconds>"; never fails itself
+  local role="${1%%:*}" release="${1#*:}" start rc image
+  image="IMAGE_$release"
   rc=0
+  # the role's lock: its scenarios on the other release wait until these end
+  exec 8>"$logs/.lock-$role"
+  flock 8
+  start=$(date +%s)
   (cd "$root/roles/$role" && RACKGATE_MOLECULE_INSTANCE="rg-${role//_/-}" \
+     RACKGATE_IMAGE="${!image}" MOLECULE_DISTRO="$release" \
      molecule test --all) >"$logs/$release/$role.log" 2>&1 || rc=$?
   echo "$([[ $rc -eq 0 ]] && echo ok || echo FAILED) $role:$release $(( $(date +%s) - start ))"
 }
@@ -67,23 +73,34 @@ export -f run_role
 logs="$root/.state/molecule"
 export root logs
 
-echo "molecule: $total role run(s), $jobs at a time; logs in ${logs#"$root"/}/<release>/"
-start=$(date +%s)
-results=""
+# Longest scenarios first (their times in CI, 2026-12-01), so the pool's tail is short;
+# a role not listed here runs after these. common and slurm come first: they run on
+# trixie too, queued last, and must have ended on bookworm by then.
+ROLE_ORDER="common slurm rdma monitoring kubernetes lustre_client gpu_driver cooling_telemetry nccl"
+queue=()
 for release in "${releases[@]}"; do
   [[ -n "${wanted[$release]:-}" ]] || continue
   mkdir -p "$logs/$release"
-  RACKGATE_IMAGE="$(RACKGATE_DEBIAN_SUITE="$release" "$root/scripts/build-image.sh")"
-  export RACKGATE_IMAGE MOLECULE_DISTRO="$release"
-  echo "molecule: $release ($RACKGATE_IMAGE): ${wanted[$release]}"
-  # One line per role as each finishes; kept for the summary below. (Not `tee /dev/stderr`:
-  # where stderr is a log file, tee would reopen and truncate it.)
-  while IFS= read -r line; do
-    echo "$line"
-    results+="$line"$'\n'
-  done < <(tr ' ' '\n' <<<"${wanted[$release]}" | grep . |
-           xargs -P "$jobs" -I{} bash -c 'run_role "$@"' _ {} "$release")
+  image="$(RACKGATE_DEBIAN_SUITE="$release" "$root/scripts/build-image.sh")"  # fails: exits
+  export "IMAGE_$release=$image"
+  echo "molecule: $release ($image): ${wanted[$release]}"
+  for role in $ROLE_ORDER; do
+    [[ " ${wanted[$release]} " == *" $role "* ]] && queue+=("$role:$release")
+  done
+  for role in ${wanted[$release]}; do
+    [[ " $ROLE_ORDER " == *" $role "* ]] || queue+=("$role:$release")
+  done
 done
+
+echo "molecule: $total role run(s), $jobs at a time; logs in ${logs#"$root"/}/<release>/"
+start=$(date +%s)
+results=""
+# One line per role as each finishes; kept for the summary below. (Not `tee /dev/stderr`:
+# where stderr is a log file, tee would reopen and truncate it.)
+while IFS= read -r line; do
+  echo "$line"
+  results+="$line"$'\n'
+done < <(printf '%s\n' "${queue[@]}" | xargs -P "$jobs" -I{} bash -c 'run_role "$@"' _ {})
 failed=$(grep -c '^FAILED' <<<"$results" || true)
 for run in $(awk '/^FAILED/ {print $2}' <<<"$results"); do
   echo "== $run failed; the last 120 lines of $logs/${run#*:}/${run%%:*}.log:"

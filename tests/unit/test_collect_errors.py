@@ -19,7 +19,8 @@ import yaml
 from conftest import demo_profile_file
 from rackgate.checks import REGISTRY, load_profile
 from rackgate.checks.base import SECRET_FILE
-from rackgate.collect.ansible import ansible_error, collect
+from rackgate.collect.ansible import collect
+from rackgate.collect.record import ansible_error
 from rackgate.collect.task import Task, wrapped
 from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Status

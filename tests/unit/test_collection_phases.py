@@ -7,7 +7,6 @@ and the launch-failure parser are the real ones."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,8 @@ Answer = Callable[[Task], tuple[str, dict[str, Any]]]
 
 
 def job_nodes(task: Task) -> list[str]:
-    (nodelist,) = {m for a in task.argv for m in re.findall(r"--nodelist=(\S+)", a)}
+    (nodelist,) = {a.removeprefix("--nodelist=") for a in task.argv
+                   if a.startswith("--nodelist=")}
     return nodelist.split(",")
 
 

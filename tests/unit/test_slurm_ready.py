@@ -80,14 +80,14 @@ def test_no_sinfo_on_the_launch_host(tmp_path: Path) -> None:
 @pytest.mark.parametrize("state", ["idle*", "idle~", "mixed", "allocated", "drained",
                                    "draining", "completing", "unknown", "down", ""])
 def test_only_plain_idle_is_ready(state: str) -> None:
-    assert not_ready(["n1"], node_states(f"n1|{state}|x\n")) != []
-    assert not_ready(["n1"], node_states("n1|idle|none\n")) == []
+    assert not_ready(["n1"], node_states(f"n1|{state}|x\n")) != {}
+    assert not_ready(["n1"], node_states("n1|idle|none\n")) == {}
 
 
 def test_a_node_in_two_partitions_counts_once() -> None:
     states = node_states("n1|idle|none\nn1|idle|none\n\nn2|drained|bad PSU\n")
     assert states == {"n1": ("idle", "none"), "n2": ("drained", "bad PSU")}
-    assert not_ready(["n1", "n2"], states) == ["n2 drained (bad PSU)"]
+    assert not_ready(["n1", "n2"], states) == {"n2": "drained (bad PSU)"}
 
 
 def test_node_names_are_plain_host_names() -> None:
@@ -95,3 +95,30 @@ def test_node_names_are_plain_host_names() -> None:
 
     with pytest.raises(LaunchError, match="not a plain host name"):
         when_slurm_ready(("n1", "n2;reboot"), ["srun", "x"])
+
+
+def some(env: dict[str, str], nodes: tuple[str, ...] = ("n1", "n2", "n3")
+         ) -> subprocess.CompletedProcess[str]:
+    argv = when_slurm_ready(nodes, ["echo", "--nodes=@READY", "--nodelist=@READY", "x"],
+                            some=True)
+    return subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def test_some_runs_on_the_ready_nodes_and_names_the_others(tmp_path: Path) -> None:
+    env = fake_sinfo(tmp_path, "n1|idle|none\nn2|drained|bad PSU\nn3|idle|none\n")
+    proc = some(env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "--nodes=2 --nodelist=n1,n3 x\n"
+    assert proc.stderr == "rackgate-slurm-ready: not run on n2: drained (bad PSU)\n"
+
+
+def test_some_with_no_node_ready_queues_nothing(tmp_path: Path) -> None:
+    env = fake_sinfo(tmp_path, "n1|down*|Not responding\n")
+    proc = some(env, ("n1", "n2"))
+    assert proc.returncode == 3
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "rackgate-slurm-ready: not run on n1: down* (Not responding)",
+        "rackgate-slurm-ready: not run on n2: not known to slurmctld",
+        "rackgate-slurm-ready: no node is ready, nothing was queued"]

@@ -38,6 +38,8 @@ from rackgate.cli_fabric import register as register_fabric
 from rackgate.cli_healthcheck import register as register_healthcheck
 from rackgate.cli_metrics import register as register_metrics
 from rackgate.cli_results import STATUS_STYLE, add_show, print_outcome
+from rackgate.collect.ansible import FORK_MIB, default_forks
+from rackgate.collect.phases import VIA
 from rackgate.collect.preflight import PlanRefused, errors, preflight
 from rackgate.collect.preflight_records import Problem
 from rackgate.collect.task import Interrupted, Stop
@@ -136,11 +138,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
             if args.resume:
                 outcome = resume(Path(args.resume), forks=args.forks, on_plan=on_plan,
                                  progress=on_result, stop=stop,
-                                 keep_artifacts=args.keep_artifacts)
+                                 keep_artifacts=args.keep_artifacts, via=args.via)
             elif args.retest:
                 outcome = retest(Path(args.retest), limit=args.limit, forks=args.forks,
                                  on_plan=on_plan, progress=on_result, stop=stop,
-                                 keep_artifacts=args.keep_artifacts, compare=compare)
+                                 keep_artifacts=args.keep_artifacts, compare=compare,
+                                 via=args.via)
             else:
                 outcome = validate(args.inventory,
                                    load_profile_or_fail(args.profile, args.overrides or ()),
@@ -149,7 +152,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                    forks=args.forks, on_plan=on_plan, progress=on_result,
                                    stop=stop, keep_artifacts=args.keep_artifacts,
                                    plan_first=not args.no_plan, on_problems=_print_problems,
-                                   fabric_plan=args.fabric_plan, compare=compare)
+                                   fabric_plan=args.fabric_plan, compare=compare,
+                                   via=args.via)
     except PlanRefused as exc:
         _print_problems(exc.problems)
         raise
@@ -182,7 +186,8 @@ def _plan_only(args: argparse.Namespace, checks: Sequence[str]) -> int:
     prep = prepare(args.inventory, load_profile_or_fail(args.profile, args.overrides or ()),
                    group=args.group, limit=args.limit, checks=checks or None,
                    fabric_plan_file=args.fabric_plan)
-    problems = preflight(prep.view, prep.selected, prep.inv.sources, forks=args.forks)
+    problems = preflight(prep.view, prep.selected, prep.inv.sources,
+                         forks=args.forks or default_forks(len(prep.hosts) + 1))
     _print_problems(problems)
     return EXIT_CANNOT_RUN if errors(problems) else EXIT_ACCEPT
 
@@ -313,8 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--checks", action="append",
                    help="check names or tags, comma-separated (default: all in the profile)")
     v.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs)")
-    v.add_argument("--forks", type=positive_int, default=20,
-                   help="parallel hosts (default: 20)")
+    v.add_argument("--forks", type=positive_int,
+                   help="hosts Ansible works on at once (default: one per host, as many as "
+                        f"half of this host's available memory holds at {FORK_MIB} MiB each)")
+    v.add_argument("--via", choices=VIA, default="ansible",
+                   help="how every node's own checks are collected: 'ansible' runs "
+                        "rackgate's node collector on each host over Ansible; 'slurm' runs "
+                        "it as one SLURM job across the nodes from the launch host "
+                        "(default: ansible)")
     v.add_argument("--plan", action="store_true", help="only plan, in seconds: list every "
                    "problem a run would meet (no benchmark runs); exit 2 on an error")
     v.add_argument("--no-plan", action="store_true", help="collect without the plan first "

@@ -19,7 +19,8 @@ from typing import Any
 
 from rackgate.checks import RACK_REGISTRY, REGISTRY, profile_from_document
 from rackgate.checks.base import Check
-from rackgate.collect.phases import Collection, record_not_run
+from rackgate.collect.ansible import default_forks
+from rackgate.collect.phases import Collection, Via, record_not_run
 from rackgate.collect.plan import plan
 from rackgate.collect.preflight import preflight, refuse_on_errors
 from rackgate.collect.preflight_records import Problem
@@ -32,6 +33,7 @@ from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdi
 from rackgate.overrides import apply_overrides
 from rackgate.placement import (
     ACROSS_NODES,
+    NO_LAUNCH_HOST,
     ON_FABRIC,
     JudgeJob,
     RunView,
@@ -82,20 +84,26 @@ ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
 
 def validate(inventory: Sequence[str], profile: Profile, *, group: str = "compute",
              limit: str | None = None, checks: Sequence[str] | None = None,
-             runs_dir: Path = Path("runs"), forks: int = 20,
+             runs_dir: Path = Path("runs"), forks: int | None = None,
              on_plan: PlanFn = lambda c, p: None,
              progress: ProgressFn = lambda h, c, o: None,
              stop: Stop | None = None, plan_first: bool = False,
              on_problems: Callable[[Sequence[Problem]], None] = lambda p: None,
              keep_artifacts: bool = False, fabric_plan: Path | None = None,
-             compare: Compared | None = None) -> RunOutcome:
+             compare: Compared | None = None, via: Via = "ansible") -> RunOutcome:
     """Collect fresh evidence into a new run directory, then judge it. A ``stop`` request
     (SIGTERM/SIGINT in the CLI) ends collection and raises Interrupted. With
     ``plan_first`` (the CLI's default) the plan runs first: its problems go to
-    ``on_problems``, and an error raises PlanRefused before any run directory exists."""
+    ``on_problems``, and an error raises PlanRefused before any run directory exists.
+    ``via`` says how every node's own checks are collected (``collect.bundle``); ``forks``
+    defaults to what the host count and this host's memory allow (``default_forks``)."""
     stop = stop or Stop()
     prep = prepare(inventory, profile, group=group, limit=limit, checks=checks,
-                   fabric_plan_file=fabric_plan)
+                   fabric_plan_file=fabric_plan, need_launch_host=via == "slurm")
+    if via == "slurm" and prep.launch_host is None:
+        raise RunError(f"--via slurm needs the SLURM controller to launch from: "
+                       f"{no_launch_reason(prep.inv, prep.hosts) or NO_LAUNCH_HOST}")
+    forks = forks or default_forks(len(prep.hosts) + 1)
     if plan_first:
         on_problems(refuse_on_errors(preflight(prep.view, prep.selected, prep.inv.sources,
                                                forks=forks, stop=stop)))
@@ -130,7 +138,8 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         "revisions": [],
         **versions(),
     }
-    manifest["revisions"].append({"revision": 1, "kind": "validate", "at": manifest["started"]})
+    manifest["revisions"].append({"revision": 1, "kind": "validate", "at": manifest["started"],
+                                  "via": via})
     # the run is judged with the profile as its manifest records it (the same document)
     recorded = replace(profile, source=_recorded_source(manifest, run_dir))
     profiles = {h: recorded if p is profile else p for h, p in profiles.items()}
@@ -140,7 +149,7 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         return _collect_and_judge(run_dir, manifest, inv, recorded, profiles,
                                   prep.fabric.plan if prep.fabric else None, forks, on_plan,
                                   progress, stop, keep_artifacts=keep_artifacts,
-                                  compare=compare)
+                                  compare=compare, via=via)
 
 
 @dataclass(frozen=True)
@@ -173,9 +182,10 @@ def reopened(run_dir: Path, stop: Stop) -> Iterator[Reopened]:
                        recorded_fabric(manifest, run_dir))
 
 
-def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: None,
+def resume(run_dir: Path, *, forks: int | None = None, on_plan: PlanFn = lambda c, p: None,
            progress: ProgressFn = lambda h, c, o: None,
-           stop: Stop | None = None, keep_artifacts: bool = False) -> RunOutcome:
+           stop: Stop | None = None, keep_artifacts: bool = False,
+           via: Via = "ansible") -> RunOutcome:
     """Collect what a run directory lacks (missing, damaged, failed or timed-out evidence)
     with the run's own inventory, profile, hosts and checks, then judge the whole run.
 
@@ -183,17 +193,17 @@ def resume(run_dir: Path, *, forks: int = 20, on_plan: PlanFn = lambda c, p: Non
     runs its own."""
     stop = stop or Stop()
     with reopened(run_dir, stop) as run:
-        add_revision(run.manifest, "resume")
+        add_revision(run.manifest, "resume", via=via)
         run.manifest.setdefault("resumed", []).append(now())
         return _collect_and_judge(run_dir, run.manifest, run.inv, run.recorded, run.profiles,
                                   run.fabric, forks, on_plan, progress, stop,
-                                  keep_artifacts=keep_artifacts)
+                                  keep_artifacts=keep_artifacts, via=via)
 
 
-def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
+def retest(run_dir: Path, *, limit: str | None = None, forks: int | None = None,
            on_plan: PlanFn = lambda c, p: None, progress: ProgressFn = lambda h, c, o: None,
            stop: Stop | None = None, keep_artifacts: bool = False,
-           compare: Compared | None = None) -> RunOutcome:
+           compare: Compared | None = None, via: Via = "ansible") -> RunOutcome:
     """Collect again, in the same run directory, every (node, check) that ended ``fail`` or
     ``error`` (of the nodes ``limit`` selects), and every check across the nodes when one
     of those nodes is retested (it runs across the whole set under test, so a repaired
@@ -229,10 +239,10 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int = 20,
                 and store.has_usable(host, check)
 
         add_revision(manifest, "retest", nodes=sorted({n for n, _ in redo}),
-                     checks=sorted({c for _, c in redo} | across))
+                     checks=sorted({c for _, c in redo} | across), via=via)
         return _collect_and_judge(run_dir, manifest, run.inv, run.recorded, run.profiles,
                                   run.fabric, forks, on_plan, progress, stop, usable,
-                                  keep_artifacts=keep_artifacts, compare=compare)
+                                  keep_artifacts=keep_artifacts, compare=compare, via=via)
 
 
 def retest_selection(per_node: Mapping[str, Sequence[Result]],
@@ -263,13 +273,17 @@ def recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
 
 def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
                        recorded: Profile, profiles: Mapping[str, Profile],
-                       fabric: FabricPlan | None, forks: int,
+                       fabric: FabricPlan | None, forks: int | None,
                        on_plan: PlanFn, progress: ProgressFn, stop: Stop,
                        usable: Usable | None = None, keep_artifacts: bool = False,
-                       compare: Compared | None = None) -> RunOutcome:
+                       compare: Compared | None = None, via: Via = "ansible") -> RunOutcome:
     selected = [REGISTRY[c] for c in manifest["checks"] if c in REGISTRY]
     store = EvidenceStore(run_dir)
     nodes = tuple(h["name"] for h in manifest["hosts"])
+    if via == "slurm" and not manifest.get("launch_host"):
+        raise RunError(f"--via slurm: run {run_dir.name} records no launch host (it had "
+                       f"no check across the nodes to launch): collect it --via ansible")
+    forks = forks or default_forks(len(nodes) + 1)
     view = RunView(nodes, inv.hostvars, tuple(inv.sources), profiles,
                    manifest.get("launch_host"), fabric=fabric,
                    fabric_host=manifest.get("fabric_host"))
@@ -280,7 +294,7 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
     for sk in the_plan.skipped:
         progress(sk.host, sk.check, "skipped")  # judged as skip: nothing to collect
     collection = Collection(the_plan, view, selected, inv, store, forks, progress, stop,
-                            keep_artifacts=keep_artifacts)
+                            keep_artifacts=keep_artifacts, via=via)
     statuses = collection.run()
     manifest.setdefault("launched", {}).update(
         {c: rec.to_doc() for c, rec in collection.launched.items()})

@@ -198,18 +198,19 @@ class Prepared:
 
 def prepare(inventory: Sequence[str], profile: Profile, *, group: str = "compute",
             limit: str | None = None, checks: Sequence[str] | None = None,
-            fabric_plan_file: Path | None = None) -> Prepared:
-    """Resolve the inventory, the hosts, the checks, each node's profile, the launch host,
-    the fabric plan and the fabric host; RunError on bad overrides or a bad plan, or a run
-    in which nothing would run."""
+            fabric_plan_file: Path | None = None, need_launch_host: bool = False) -> Prepared:
+    """Resolve the inventory, the hosts, the checks, each node's profile, the launch host
+    (when a check is launched across the nodes, or ``need_launch_host``: collecting through
+    SLURM), the fabric plan and the fabric host; RunError on bad overrides or a bad plan,
+    or a run in which nothing would run."""
     inv = load_inventory(inventory)
     hosts = select_hosts(inv, group, limit)
     selected = select_checks(profile, checks)
     overrides = {h: host_overrides(inv.hostvars[h]) for h in hosts}
     profiles = node_profiles(profile, overrides)
     refuse_if_nothing_applies(selected, profiles)
-    launcher = (launch_host(inv, hosts)
-                if any(placement_of(c) is ACROSS_NODES for c in selected) else None)
+    launcher = (launch_host(inv, hosts) if need_launch_host
+                or any(placement_of(c) is ACROSS_NODES for c in selected) else None)
     plan = fabric_plan(inv.sources, fabric_plan_file)
     fabric = (fabric_host(inv, hosts)
               if any(placement_of(c) is ON_FABRIC for c in selected) else None)

@@ -36,20 +36,19 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shlex
 import shutil
 import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rackgate.checks.base import SECRET_FILE
+from rackgate.collect.bundle import Bundle, bundled, job_name, on_host, slurm_job
 from rackgate.collect.processes import (
     RECORD_NAME,
     TOKEN_VAR,
@@ -57,118 +56,11 @@ from rackgate.collect.processes import (
     end_processes,
     private_dir,
 )
-from rackgate.collect.task import (
-    KILL_AFTER_S,
-    KILLED_RC,
-    LOCK_BUSY_RC,
-    TIMEOUT_RC,
-    Stop,
-    Task,
-    run_token,
-    under_lock,
-    wrapped,
-)
+from rackgate.collect.record import ProgressFn, Recorder, plain
+from rackgate.collect.task import KILL_AFTER_S, Stop, Task, run_token, wrapped
 from rackgate.store.evidence import EvidenceStore
 
 COLLECT_PLAYBOOK = Path(__file__).parent / "playbooks" / "collect.yml"
-
-
-ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
-
-
-def _duration(start: str | None, end: str | None) -> float | None:
-    fmt = "%Y-%m-%d %H:%M:%S.%f"
-    try:
-        return round((datetime.strptime(end or "", fmt)
-                      - datetime.strptime(start or "", fmt)).total_seconds(), 3)
-    except ValueError:
-        return None
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
-
-
-def plain(text: str) -> str:
-    """``text`` without terminal escapes (Ansible's colours) or carriage returns."""
-    return _ANSI.sub("", text)
-
-
-def ansible_error(res: Mapping[str, Any], default: str = "") -> str:
-    """Ansible's own words on an item or task: the first lines of its ``msg`` and, when it
-    could not run its module on the host, the module's stderr (else its stdout) on a line
-    of its own after ``module stderr: `` (``judge.evidence`` reads it); plain, bounded.
-
-    >>> ansible_error({"msg": "MODULE FAILURE", "module_stderr": "pyenv: python3: not found"})
-    'MODULE FAILURE\\nmodule stderr: pyenv: python3: not found'
-    """
-    said = "\n".join(line[:300] for line in
-                     plain(str(res.get("msg") or default)).strip().splitlines()[:5])
-    err, out = (plain(str(res.get(k) or "")).strip() for k in ("module_stderr", "module_stdout"))
-    if err or out:
-        said += f"\nmodule {'stderr' if err else 'stdout'}: {(err or out)[-1500:]}"
-    return said.strip()
-
-
-class _Recorder:
-    def __init__(self, tasks: Sequence[Task], store: EvidenceStore, progress: ProgressFn,
-                 ran: dict[tuple[str, str], tuple[str, ...]], keep: bool = False):
-        self.pending = {(t.host, t.check): t for t in tasks}
-        self.store = store
-        self.progress = progress
-        self.ran = ran  # what was handed to Ansible, per (host, check)
-        self.keep = keep  # ansible-runner keeps the events on disk (--keep-artifacts)
-
-    def record(self, task: Task, stdout: str, argv: Sequence[str] | None = None,
-               **fields: Any) -> None:
-        if self.pending.pop((task.host, task.check), None) is None:
-            return
-        self.store.write(task.host, task.check, stdout,
-                         argv=tuple(argv or self.ran[(task.host, task.check)]), **fields)
-        self.progress(task.host, task.check, fields["outcome"])
-
-    def item(self, host: str, res: dict[str, Any]) -> None:
-        item = res.get("item") or {}
-        task = self.pending.get((host, str(item.get("check"))))
-        if task is None:
-            return
-        rc = res.get("rc")
-        stderr = plain(str(res.get("stderr", "")))
-        outcome = "timeout" if rc in (TIMEOUT_RC, KILLED_RC) else "completed"
-        message = ansible_error(res)
-        if res.get("unreachable"):
-            outcome = "unreachable"
-        elif rc is None:  # the module could not run the command at all
-            outcome = "not_run"
-        elif rc == LOCK_BUSY_RC and under_lock(self.ran[(task.host, task.check)]) \
-                and "rackgate: node lock" in stderr:
-            outcome = "not_run"  # the node lock was not taken: the command never started
-            message = next(line for line in stderr.splitlines() if "rackgate: node lock" in line)
-        elif outcome == "timeout":
-            message = f"killed after {task.timeout_s} s (timeout rc {rc})"
-        cmd = res.get("cmd")
-        ran = cmd if isinstance(cmd, list) and all(isinstance(a, str) for a in cmd) else None
-        self.record(task, str(res.get("stdout", "")), argv=ran, outcome=outcome, rc=rc,
-                    started=res.get("start"), ended=res.get("end"),
-                    duration_s=_duration(res.get("start"), res.get("end")),
-                    stderr=stderr[-20000:], message=message)
-
-    def host_failed(self, host: str, outcome: str, message: str) -> None:
-        for task in [t for (h, _), t in self.pending.items() if h == host]:
-            self.record(task, "", outcome=outcome, rc=None, started=None, ended=None,
-                        duration_s=None, stderr="", message=plain(message))
-
-    def handle(self, event: dict[str, Any]) -> bool:
-        kind = event.get("event", "")
-        data = event.get("event_data", {})
-        host = data.get("host", "")
-        res = data.get("res", {}) or {}
-        if kind in ("runner_item_on_ok", "runner_item_on_failed"):
-            self.item(host, res)
-        elif kind == "runner_on_unreachable":
-            self.host_failed(host, "unreachable", ansible_error(res, "host unreachable"))
-        elif kind == "runner_on_failed":
-            self.host_failed(host, "not_run", ansible_error(res, "the collection task failed"))
-        return self.keep  # whether ansible-runner keeps the event on disk
 
 
 _LAUNCHER = """#!{python}
@@ -217,11 +109,43 @@ def _unsafe(value: Any) -> Any:
     return value
 
 
-def _bound_s(tasks: Sequence[Task], forks: int) -> int:
+# What one more Ansible fork costs the control host, with a margin: measured here (Ansible
+# 2.19, local connections, 2026-12-02), the proportional set size of ansible-playbook's
+# processes grew by 15 MiB a fork from 5 to 60 forks (131, 414, 962 MiB at 5, 25, 60); an
+# ssh client per connection and a node's evidence held until its result is sent add to it.
+FORK_MIB = 64
+MAX_FORKS = 500  # beyond this the control host's CPUs, not its memory, are the limit
+
+
+def available_mib() -> int | None:
+    """The control host's available memory (``MemAvailable`` of /proc/meminfo), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def default_forks(hosts: int, mib: int | None = None) -> int:
+    """``--forks`` when none is given: one per host, as many as half of the control host's
+    available memory holds at :data:`FORK_MIB` each, at most :data:`MAX_FORKS`.
+
+    >>> default_forks(2, 24000), default_forks(10000, 24000), default_forks(10000, 2000)
+    (2, 187, 15)
+    """
+    mib = available_mib() if mib is None else mib
+    by_memory = MAX_FORKS if mib is None else max(1, mib // 2 // FORK_MIB)
+    return max(1, min(hosts, by_memory, MAX_FORKS))
+
+
+def _bound_s(tasks: Sequence[Task], forks: int, bundles: Sequence[Bundle] = ()) -> int:
     """An upper bound for the whole playbook run: each host's commands one after the
     other (lock wait, timeout, kill-after, a minute of connection and module overhead),
     hosts ``forks`` at a time."""
-    per_host: dict[str, int] = {}
+    per_host: dict[str, int] = {b.host: b.bound_s() + 60 for b in bundles}
     for t in tasks:
         per_host[t.host] = per_host.get(t.host, 0) + t.timeout_s + KILL_AFTER_S + 60 + (
             t.lock_wait_s + 30 if t.lock_file and not t.on_control else 0)
@@ -231,10 +155,11 @@ def _bound_s(tasks: Sequence[Task], forks: int) -> int:
 def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
               forks: int, handler: Callable[[dict[str, Any]], bool],
               stop: Callable[[], bool], who: str, ran: dict[tuple[str, str], tuple[str, ...]],
-              keep_to: Path | None = None) -> tuple[str, str]:
-    """Run the collect playbook over ``tasks``: (ansible-runner's status, the end of
-    Ansible's output). ``ran`` receives the argv handed to Ansible per (host, check);
-    ansible-runner's artifacts are copied to ``keep_to`` when given (:func:`copy_artifacts`)."""
+              keep_to: Path | None = None, bundles: Sequence[Bundle] = ()) -> tuple[str, str]:
+    """Run the collect playbook over ``tasks`` (each an Ansible item) and ``bundles`` (one
+    command each): (ansible-runner's status, the end of Ansible's output). ``ran`` receives
+    the argv handed to Ansible per (host, check) of ``tasks``; ansible-runner's artifacts
+    are copied to ``keep_to`` when given (:func:`copy_artifacts`)."""
     import ansible_runner  # heavy import, kept out of judging and reporting
 
     token = run_token(run_dir)
@@ -256,7 +181,9 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
             ran[(t.host, t.check)] = argv
             per_host.setdefault(t.host, []).append(item)
         vars_file = pdd / "rackgate-tasks.yml"
-        extra = {"rackgate_tasks": per_host, "rackgate_secret_tmp": str(secrets / "tmp")}
+        extra = {"rackgate_tasks": per_host, "rackgate_secret_tmp": str(secrets / "tmp"),
+                 "rackgate_bundles": {b.host: {"argv": list(b.argv), "stdin": b.stdin}
+                                      for b in bundles}}
         vars_file.write_text(yaml.dump(_unsafe(extra), Dumper=_Dumper, allow_unicode=True,
                                        width=1 << 20), encoding="utf-8")
         record = run_dir.resolve() / RECORD_NAME
@@ -295,13 +222,13 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
                 cmdline=" ".join(shlex.quote(a) for a in
                                  ("-e", f"@{vars_file}", str(COLLECT_PLAYBOOK))),
                 inventory=[str(Path(i).resolve()) for i in inventory],
-                limit=",".join(sorted(per_host)),
+                limit=",".join(sorted(set(per_host) | {b.host for b in bundles})),
                 forks=forks,
                 envvars=envvars,
                 quiet=True,
                 event_handler=handler,
                 cancel_callback=cancel,
-                timeout=_bound_s(tasks, forks),
+                timeout=_bound_s(tasks, forks, bundles),
             )
             status = str(result.status)
             stdout_path = pdd / "artifacts" / str(result.config.ident) / "stdout"
@@ -348,9 +275,13 @@ def _recorded(record: Path, token: str) -> dict[int, int]:
 
 def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStore, *,
             forks: int = 20, progress: ProgressFn = lambda h, c, o: None,
-            stop: Stop | None = None, keep_artifacts: bool = False) -> str:
+            stop: Stop | None = None, keep_artifacts: bool = False,
+            slurm_host: str | None = None) -> str:
     """Run ``tasks`` and store their evidence; returns ansible-runner's final status.
-    With ``keep_artifacts``, ansible-runner's artifacts (its stdout, every job event) go to
+    Each host's own commands run through the node collector, once per host; with
+    ``slurm_host`` (``--via slurm``: the launch host), the nodes' commands run as one SLURM
+    job launched there instead (``collect.bundle``). With ``keep_artifacts``,
+    ansible-runner's artifacts (its stdout, every job event) go to
     ``RUN_DIR/ansible-artifacts/<ident>/`` too.
 
     After a stop request nothing is recorded for the commands that had not finished
@@ -363,30 +294,48 @@ def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStor
             raise ValueError(f"{t.host} {t.check}: needs {t.secret_var} but its argv names "
                              f"no {SECRET_FILE} for it")
     run_dir = store.run_dir
+    token = run_token(run_dir)
     who = f"rackgate run {run_dir.name} (control host {socket.gethostname()})"
-    recorder = _Recorder(tasks, store, progress, {}, keep=keep_artifacts)
-    status, tail = _playbook(tasks, inventory, run_dir, forks=forks, handler=recorder.handle,
+    items = [t for t in tasks if not bundled(t)]
+    per_host: dict[str, list[Task]] = {}
+    for t in tasks:
+        if bundled(t):
+            per_host.setdefault(t.host, []).append(t)
+    made = ([slurm_job(slurm_host, [t for ts in per_host.values() for t in ts], token, who)]
+            if slurm_host and per_host else
+            [on_host(host, ts, token, who) for host, ts in per_host.items()])
+    ran = {(t.host, t.check): argv for _, members in made for t, argv in members.items()}
+    bundles = {b.host: b for b, _ in made}
+    recorder = Recorder(tasks, store, progress, ran, keep=keep_artifacts, bundles=bundles)
+    status, tail = _playbook(items, inventory, run_dir, forks=forks, handler=recorder.handle,
                              stop=stop, who=who, ran=recorder.ran,
-                             keep_to=run_dir / "ansible-artifacts" if keep_artifacts else None)
+                             keep_to=run_dir / "ansible-artifacts" if keep_artifacts else None,
+                             bundles=list(bundles.values()))
     if stop():
         return "canceled"
-    bound = _bound_s(tasks, forks)
+    bound = _bound_s(items, forks, list(bundles.values()))
     why = (f"collection stopped after its bound of {bound} s" if status == "timeout" else
            f"ansible-runner ended ({status}) without a result for this command")
-    for (host, _check), _task in list(recorder.pending.items()):
-        recorder.host_failed(host, "not_run", f"{why}{': ' + tail if tail else ''}")
+    for task in list(recorder.pending.values()):
+        recorder.failed(task, "not_run", f"{why}{': ' + tail if tail else ''}")
     return status
 
 
 def release_nodes(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
-                  forks: int = 20, wait_s: int = 20, stop: Stop | None = None) -> str:
+                  forks: int = 20, wait_s: int = 20, stop: Stop | None = None,
+                  slurm_host: str | None = None) -> str:
     """End what this run still runs on the nodes of ``tasks`` (after a stop): on each
-    node, a no-op under the node lock, which ends a holder of this run and returns.
+    node, a no-op under the node lock, which ends a holder of this run and returns; with
+    ``slurm_host``, ``scancel`` there ends this run's collection job too.
     A second stop request (``stop.hurry``) cuts it short."""
     hurry = stop or Stop()
     noop = [replace(t, check="rackgate.release", argv=("true",), timeout_s=10,
                     lock_wait_s=wait_s, secret_var=None)
             for t in {t.host: t for t in tasks if t.lock_file and not t.on_control}.values()]
+    if slurm_host:
+        noop.append(Task(slurm_host, "rackgate.release.job",
+                         ("scancel", f"--name={job_name(run_token(run_dir))}"), 30,
+                         lock_file=None))
     if not noop:
         return "successful"
     status, _ = _playbook(noop, inventory, run_dir, forks=forks,

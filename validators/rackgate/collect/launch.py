@@ -209,9 +209,10 @@ def srun_argv(launch: Launch, job_name: str) -> list[str]:
     return argv + list(launch.program)
 
 
-def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str]) -> list[str]:
+def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str], some: bool = False) -> list[str]:
     """``argv`` (srun, or a script of srun jobs) run by the readiness guard, which execs it
-    only when SLURM reports every node of ``nodes`` idle.
+    only when SLURM reports every node of ``nodes`` idle; with ``some``, on the idle ones
+    (its ``@READY`` words name them) when there is one, naming the others.
 
     >>> guarded = when_slurm_ready(("n1", "n2"), ["srun", "hostname"])
     >>> guarded[:2], guarded[3:]
@@ -222,7 +223,8 @@ def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str]) -> list[str]:
             raise LaunchError(f"launch: node name {node!r} is not a plain host name")
     if not nodes or not argv:
         raise LaunchError("launch: the readiness guard needs nodes and a command")
-    return ["python3", "-c", source("slurm_ready"), ",".join(nodes), "--", *argv]
+    return ["python3", "-c", source("slurm_ready"), *(["--some"] if some else []),
+            ",".join(nodes), "--", *argv]
 
 
 def rounds_argv(head: str, end: str,

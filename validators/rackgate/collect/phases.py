@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Literal
 
 from rackgate.checks.base import Check
 from rackgate.collect.ansible import collect, release_nodes
@@ -37,6 +38,8 @@ from rackgate.store.evidence import EvidenceError, EvidenceStore
 from rackgate.store.manifest import Launched
 
 ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
+Via = Literal["ansible", "slurm"]  # how the nodes' own checks are collected
+VIA: tuple[Via, ...] = ("ansible", "slurm")
 
 
 class Collection:
@@ -45,8 +48,12 @@ class Collection:
 
     def __init__(self, the_plan: Plan, view: RunView, checks: Sequence[Check], inv: Inventory,
                  store: EvidenceStore, forks: int, progress: ProgressFn, stop: Stop,
-                 keep_artifacts: bool = False) -> None:
+                 keep_artifacts: bool = False, via: Via = "ansible") -> None:
         self.plan, self.view, self.inv, self.store = the_plan, view, inv, store
+        # --via slurm: every node's own commands run as one SLURM job from the launch host
+        self.slurm_host = view.launch_host if via == "slurm" else None
+        if via == "slurm" and self.slurm_host is None:
+            raise ValueError("--via slurm needs a launch host (the SLURM controller)")
         self.keep_artifacts = keep_artifacts  # ansible-runner's artifacts go to the run dir
         self.checks = {c.name: c for c in checks}
         self.forks, self.progress, self.stop = forks, progress, stop
@@ -59,7 +66,7 @@ class Collection:
         tasks = [t for phase in self.plan.phases for t in phase]
         across = [t for t in tasks if self.plan.phase_of[t.check] == ACROSS_NODES.phase]
         own = [t for t in tasks if t not in across]
-        self._phase(own)
+        self._phase(own, slurm_host=self.slurm_host)
         if self.stop() or not across:
             return self.statuses
         left = self.unreachable(own)
@@ -77,7 +84,8 @@ class Collection:
         self._phase(again, note=" (again, without the node that broke the job)")
         return self.statuses
 
-    def _phase(self, tasks: Sequence[Task], note: str = "") -> None:
+    def _phase(self, tasks: Sequence[Task], note: str = "",
+               slurm_host: str | None = None) -> None:
         if not tasks or self.stop():
             return
         for t in tasks:
@@ -91,11 +99,12 @@ class Collection:
 
         self.statuses.append(collect(tasks, self.inv.sources, self.store, forks=self.forks,
                                      progress=progress, stop=self.stop,
-                                     keep_artifacts=self.keep_artifacts))
+                                     keep_artifacts=self.keep_artifacts,
+                                     slurm_host=slurm_host))
         if self.stop():
             # this run's commands still running on the nodes (fio, srun) end too
             release_nodes(tasks, self.inv.sources, self.store.run_dir, forks=self.forks,
-                          stop=self.stop)
+                          stop=self.stop, slurm_host=slurm_host)
 
     def unreachable(self, tasks: Sequence[Task]) -> dict[str, str]:
         """The nodes under test that Ansible could not reach for their own checks of this

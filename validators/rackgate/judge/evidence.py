@@ -31,7 +31,7 @@ from rackgate.store.evidence import Evidence
 NOT_EXECUTABLE_RC = (126, 127)  # timeout(1) and shells: cannot execute / not found
 # Ansible's words when it could not run its module on the host (2.17 and 2.18: MODULE
 # FAILURE; 2.19 names the failed deserialization), and the line that
-# collect.ansible.ansible_error adds to the message with the module's stderr or stdout.
+# collect.record.ansible_error adds to the message with the module's stderr or stdout.
 _MODULE_FAILED = ("MODULE FAILURE", "Module result deserialization failed")
 _MODULE_SAID = re.compile(r"^module (?:stderr|stdout): (.*)", re.M | re.S)
 

@@ -10,6 +10,12 @@ slurmctld does not list at all is not ready either ("not known to slurmctld"); a
 with a flag (``idle*`` not responding, ``idle~`` powered off, ``drained``, ``mixed``...)
 is not ``idle``.
 
+With ``--some`` (the collection job: every node's own checks as one job), the job runs on
+the nodes that are ready and leaves the others out: each node left out gets one line on
+stderr, ``rackgate-slurm-ready: not run on NODE: STATE (REASON)``, and the argv words
+``--nodes=@READY`` and ``--nodelist=@READY`` become the count and list of the ready nodes;
+when no node is ready nothing is queued (exit 3).
+
 Output format of sinfo (``--format=%N|%T|%E``, sinfo(1)): node name, extended state,
 reason; one line per node and partition, so a node in two partitions appears twice.
 Only Python's standard library is used.
@@ -37,18 +43,25 @@ def node_states(text: str) -> dict[str, tuple[str, str]]:
     return states
 
 
-def not_ready(nodes: list[str], states: dict[str, tuple[str, str]]) -> list[str]:
-    """One description per node of ``nodes`` that is not idle."""
-    out = []
+def not_ready(nodes: list[str], states: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Per node of ``nodes`` that is not idle, what SLURM says of it."""
+    out = {}
     for node in nodes:
         if node not in states:
-            out.append(f"{node} not known to slurmctld")
+            out[node] = "not known to slurmctld"
             continue
         state, reason = states[node]
         if state != READY:
             why = "" if reason in ("", "none", "(null)") else f" ({reason})"
-            out.append(f"{node} {state or 'no state'}{why}")
+            out[node] = f"{state or 'no state'}{why}"
     return out
+
+
+def on_ready(argv: list[str], ready: list[str]) -> list[str]:
+    """``argv`` with its ``@READY`` words naming the ``ready`` nodes."""
+    words = {"--nodes=@READY": f"--nodes={len(ready)}",
+             "--nodelist=@READY": f"--nodelist={','.join(ready)}"}
+    return [words.get(a, a) for a in argv]
 
 
 def fail(message: str) -> NoReturn:
@@ -57,8 +70,10 @@ def fail(message: str) -> NoReturn:
 
 
 def main(argv: list[str]) -> None:
+    some = argv[:1] == ["--some"]
+    argv = argv[1:] if some else argv
     if len(argv) < 3 or argv[1] != "--" or not argv[0]:
-        fail("usage: slurm_ready NODE[,NODE...] -- srun ARG...")
+        fail("usage: slurm_ready [--some] NODE[,NODE...] -- srun ARG...")
     nodes = argv[0].split(",")
     query = ["sinfo", "--Node", "--noheader", f"--nodes={argv[0]}", "--format=%N|%T|%E"]
     try:
@@ -72,8 +87,16 @@ def main(argv: list[str]) -> None:
         fail(f"{' '.join(query)} exited with rc {proc.returncode}: "
              f"{' '.join(proc.stderr.split())[-300:]}")
     bad = not_ready(nodes, node_states(proc.stdout))
+    if some:
+        for node, why in bad.items():
+            print(f"rackgate-slurm-ready: not run on {node}: {why}", file=sys.stderr)
+        ready = [n for n in nodes if n not in bad]
+        if not ready:
+            fail("no node is ready, nothing was queued")
+        os.execvp(argv[2], on_ready(argv[2:], ready))
     if bad:
-        fail(f"SLURM nodes not ready, nothing was queued: {'; '.join(bad)}")
+        fail("SLURM nodes not ready, nothing was queued: "
+             f"{'; '.join(f'{n} {why}' for n, why in bad.items())}")
     os.execvp(argv[2], argv[2:])
 
 

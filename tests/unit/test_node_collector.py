@@ -1,0 +1,188 @@
+"""Issue 19: the node collector (programs/probes/node_collector.py) and its framing.
+
+The collector runs for real here, as Ansible and SLURM run it: ``python3 -c <text>`` with
+the tasks on stdin, real commands under rackgate's real node lock and ``timeout``. Its
+output is then cut, shuffled, corrupted and duplicated the ways a job's output can be,
+and ``collect.framing.decode`` must call every such record damaged, never a result. The
+SLURM side (one job across the nodes, the readiness guard leaving nodes out) is run
+against the demo rack's real slurmctld in tests/e2e/test_collect_via_slurm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rackgate.collect.bundle import on_host, slurm_job
+from rackgate.collect.framing import decode, frame
+from rackgate.collect.record import Recorder
+from rackgate.collect.task import Task
+from rackgate.store.evidence import EvidenceStore
+from rackgate.store.manifest import new_run_dir
+
+
+def run_collector(tasks: list[Task], tmp_path: Path, node: str = "n1",
+                  timeout: int = 60) -> subprocess.CompletedProcess[str]:
+    bundle, _ = on_host(node, tasks, "tok", "test")
+    argv = [sys.executable, *bundle.argv[1:]]
+    return subprocess.run(argv, input=bundle.stdin, capture_output=True, text=True,
+                          timeout=timeout, check=False, cwd=tmp_path)
+
+
+def task(check: str, argv: tuple[str, ...], tmp_path: Path, timeout_s: int = 20) -> Task:
+    return Task("n1", check, argv, timeout_s, lock_file=str(tmp_path / "node.lock"),
+                lock_wait_s=5)
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[Task]]:
+    tmp = tmp_path_factory.mktemp("collector")
+    tasks = [task("t.ok", ("printf", "hello\\nworld\\n"), tmp),
+             task("t.fails", ("sh", "-c", "echo out; echo err >&2; exit 3"), tmp),
+             task("t.slow", ("sleep", "30"), tmp, timeout_s=1),
+             task("t.missing", ("rackgate-no-such-tool",), tmp),
+             task("t.big", ("head", "-c", "200000", "/dev/urandom"), tmp)]
+    proc = run_collector(tasks, tmp)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, tasks
+
+
+def test_every_command_comes_back_as_it_ran(collected: tuple[str, list[Task]]) -> None:
+    text, tasks = collected
+    got = decode(text, {"n1": [t.check for t in tasks]})
+    assert got.damaged == {} and got.foreign == []
+    assert got.begun == {"n1"} and got.ended == {"n1": ""}
+    recs = {c: got.records[("n1", c)] for _, c in got.records}
+    assert (recs["t.ok"].rc, recs["t.ok"].stdout) == (0, "hello\nworld")  # as Ansible strips
+    assert (recs["t.fails"].rc, recs["t.fails"].stdout, recs["t.fails"].stderr) == (3, "out", "err")
+    assert recs["t.slow"].rc == 124  # timeout(1), inside the node lock
+    assert recs["t.missing"].rc == 127
+    assert len(recs["t.big"].stdout) > 100_000  # many lines, reassembled
+    assert recs["t.ok"].argv[:2] == ("sh", "-c")  # the node lock wrapper ran it
+    assert recs["t.ok"].argv[-2:] == ("printf", "hello\\nworld\\n")
+    for line in text.splitlines():
+        assert len(line) < 1000, "a line SLURM could split"
+
+
+def test_a_record_cut_short_is_damaged(collected: tuple[str, list[Task]]) -> None:
+    text, tasks = collected
+    lines = text.splitlines()
+    big = [i for i, line in enumerate(lines) if " t.big " in line]
+    del lines[big[len(big) // 2]]
+    got = decode("\n".join(lines), {"n1": [t.check for t in tasks]})
+    assert got.damaged[("n1", "t.big")].startswith("cut short:")
+    assert ("n1", "t.big") not in got.records
+    # the job's output ending half-way: every record after the cut is missing, and the
+    # node never said it ended
+    half = decode("\n".join(text.splitlines()[:big[0] + 1]), {"n1": [t.check for t in tasks]})
+    assert "n1" not in half.ended and ("n1", "t.big") in half.damaged
+
+
+def test_a_changed_line_fails_the_digest(collected: tuple[str, list[Task]]) -> None:
+    text, tasks = collected
+    lines = text.splitlines()
+    i = next(i for i, line in enumerate(lines) if " t.ok " in line)
+    head, _, chunk = lines[i].rpartition(" ")
+    lines[i] = f"{head} {chunk[:-4]}AAAA"
+    got = decode("\n".join(lines), {"n1": [t.check for t in tasks]})
+    assert got.damaged[("n1", "t.ok")] == "its lines do not match its digest"
+
+
+def test_interleaved_labelled_nodes_decode_and_foreign_ones_are_named() -> None:
+    doc = {"argv": ["x"], "rc": 0, "start": "s", "end": "e", "stdout": "o" * 5000, "stderr": ""}
+    lines = [f"{n}: {line}" for n, node in enumerate(("a", "b"))
+             for line in frame(node, "c", {**doc, "stdout": node * 5000})]
+    lines += [*frame("stranger", "c", doc), "srun: error: something SLURM said"]
+    random.Random(19).shuffle(lines)
+    got = decode("\n".join(lines), {"a": ["c"], "b": ["c"]})
+    assert got.records[("a", "c")].stdout == "a" * 5000
+    assert got.records[("b", "c")].stdout == "b" * 5000
+    assert got.foreign == ["stranger c"]
+
+
+def test_two_different_records_for_one_command_are_damaged() -> None:
+    doc = {"argv": ["x"], "rc": 0, "start": "s", "end": "e", "stdout": "", "stderr": ""}
+    text = "\n".join(frame("a", "c", doc) + frame("a", "c", {**doc, "rc": 1}))
+    assert decode(text, {"a": ["c"]}).damaged == {("a", "c"): "two different records came "
+                                                               "back for it"}
+    same = "\n".join(frame("a", "c", doc) * 2)  # one line forwarded twice is harmless
+    assert decode(same, {"a": ["c"]}).records[("a", "c")].rc == 0
+
+
+def test_a_record_of_the_wrong_shape_is_damaged() -> None:
+    bad = {"argv": "x", "rc": 0, "start": "s", "end": "e", "stdout": "", "stderr": ""}
+    got = decode("\n".join(frame("a", "c", bad) + frame("a", "d", {**bad, "argv": ["x"],
+                                                                   "rc": True})),
+                 {"a": ["c", "d"]})
+    assert got.damaged == {("a", "c"): "field argv is not a list of strings",
+                           ("a", "d"): "field rc is not an exit status: True"}
+
+
+def test_what_did_not_come_back_is_recorded_not_run(tmp_path: Path) -> None:
+    """The recorder, on a SLURM job's output: a node the readiness guard left out (SLURM's
+    reason), one whose task never started, one cut short; none of them is a result."""
+    store = EvidenceStore(new_run_dir(tmp_path / "runs", "t"))
+    tasks = [Task(n, "c", ("true",), 5) for n in ("a", "b", "d", "e")]
+    bundle, ran = slurm_job("head", tasks, "tok", "test")
+    doc = {"argv": ["true"], "rc": 0, "start": "2026-12-02 10:00:00.000000",
+           "end": "2026-12-02 10:00:01.500000", "stdout": "ok", "stderr": ""}
+    lines = frame("a", "+begin", {}) + frame("a", "c", doc) + frame("a", "+end", {"why": ""})
+    noise = os.urandom(3000).hex()  # does not compress: several lines
+    lines += frame("e", "+begin", {}) + frame("e", "c", {**doc, "stdout": noise})[:1]
+    res = {"rc": 0, "stdout": "\n".join(lines),
+           "stderr": "rackgate-slurm-ready: not run on b: drained (bad PSU)\n"}
+    seen: list[tuple[str, str, str]] = []
+    rec = Recorder(tasks, store, lambda h, c, o: seen.append((h, c, o)),
+                   {(t.host, t.check): a for t, a in ran.items()}, bundles={"head": bundle})
+    rec.handle({"event": "runner_on_ok", "event_data": {
+        "host": "head", "task": "Run this host's node commands through rackgate's node "
+                                "collector", "res": res}})
+    assert sorted(seen) == [("a", "c", "completed"), ("b", "c", "not_run"),
+                            ("d", "c", "not_run"), ("e", "c", "not_run")]
+    ev, out = store.read("a", "c")
+    assert (ev.rc, out, ev.duration_s) == (0, "ok", 1.5)
+    assert store.read("b", "c")[0].message == "SLURM did not run it: b is drained (bad PSU)"
+    assert "never started on d" in store.read("d", "c")[0].message
+    assert "is damaged: cut short" in store.read("e", "c")[0].message
+
+
+def test_the_input_names_each_argv_once() -> None:
+    tasks = [Task(n, "c", ("fio", "--x"), 5) for n in ("a", "b", "c")]
+    bundle, _ = on_host("a", tasks, "tok", "who")
+    doc = json.loads(bundle.stdin)
+    assert len(doc["argvs"]) == 1 and set(doc["nodes"]) == {"a", "b", "c"}
+
+
+def test_a_command_ended_from_outside_stops_the_collector(tmp_path: Path) -> None:
+    """A newer attempt of the run ends the command its node lock names (its whole process
+    group, SIGTERM): the collector of the older attempt records it and runs nothing more,
+    so an orphaned collector never goes on beside the attempt that replaced it."""
+    import os
+    import signal
+    import time
+
+    tasks = [task("t.long", ("sleep", "60"), tmp_path), task("t.next", ("true",), tmp_path)]
+    bundle, _ = on_host("n1", tasks, "tok", "test")
+    (tmp_path / "input.json").write_text(bundle.stdin)
+    with (tmp_path / "input.json").open() as stdin:
+        proc = subprocess.Popen([sys.executable, *bundle.argv[1:]], stdin=stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=tmp_path)
+    lock = tmp_path / "node.lock"
+    deadline = time.monotonic() + 30
+    while "pgid" not in (lock.read_text() if lock.exists() else ""):
+        assert time.monotonic() < deadline, "the node lock never named its holder"
+        time.sleep(0.1)
+    os.killpg(int(lock.read_text().split()[1]), signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    got = decode(out, {"n1": ["t.long", "t.next"]})
+    assert got.records[("n1", "t.long")].rc == -15
+    assert ("n1", "t.next") not in got.records
+    assert got.ended["n1"] == "t.long was ended by signal 15 from outside; the rest was not run"

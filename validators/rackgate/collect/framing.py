@@ -1,0 +1,180 @@
+"""The node collector's input and output, on the control host. Pure: text in, records out.
+
+The node collector (``programs/probes/node_collector.py``) runs a node's commands one
+after the other and prints each command's evidence as framed lines (its docstring has the
+format). :func:`node_input` writes what it reads; :func:`decode` reads back what the
+collectors of one command (Ansible's, on one host) or one SLURM job (every node's task)
+printed, interleaved in any order, and says for every expected (node, check) what came
+back: a record, a damaged record (a chunk missing, a digest or JSON that does not match,
+two different records for one command), or nothing; and per node whether its collector
+began and ended. Lines of anything else (srun's own words, a ``N: `` label) are skipped.
+
+>>> from rackgate.collect.framing import decode, frame
+>>> out = decode("\\n".join(frame("n1", "c", {"argv": ["true"], "rc": 0, "start": "s",
+...     "end": "e", "stdout": "", "stderr": ""})), {"n1": ["c"]})
+>>> out.records[("n1", "c")].rc, out.damaged
+(0, {})
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rackgate.programs.probes import source
+
+SCHEMA = "rackgate.node-tasks/1"
+MARK = "RGEV1"
+CHUNK = 800  # base64 characters per line: as programs/probes/node_collector.py cuts them
+BEGIN, END = "+begin", "+end"  # a node's first and last record
+NOT_RUN = "+notrun"  # the launch host's record of a node SLURM could not run on
+_LINE = re.compile(rf"(?:^|\s){MARK} (\S+) (\S+) (\d+)/(\d+) ([0-9a-f]{{16}}) "
+                   r"([A-Za-z0-9+/=]*)\s*\Z")
+_MAX_CHUNKS = 1 << 20  # 800 MB of base64 in one record: nothing real comes near
+
+
+@dataclass(frozen=True)
+class Record:
+    """One command's evidence as the node collector returned it."""
+
+    argv: tuple[str, ...]
+    rc: int | None
+    started: str
+    ended: str
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Decoded:
+    records: dict[tuple[str, str], Record] = field(default_factory=dict)
+    damaged: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, check) -> why
+    begun: set[str] = field(default_factory=set)
+    ended: dict[str, str] = field(default_factory=dict)  # node -> why it ended early, or ""
+    not_run: dict[str, str] = field(default_factory=dict)  # node -> why (launch host's word)
+    foreign: list[str] = field(default_factory=list)  # records nobody asked for
+
+
+def node_input(tasks: Mapping[str, Sequence[tuple[str, Sequence[str], int]]]) -> str:
+    """The collector's input: per node, its (check, argv, bound_s) in the order they run;
+    each distinct argv is written once (every node runs the same commands, mostly).
+
+    >>> json.loads(node_input({"n1": [("c", ["true"], 5)], "n2": [("c", ["true"], 5)]}))
+    {'schema': 'rackgate.node-tasks/1', 'argvs': [['true']], 'nodes': {'n1': [['c', 0, 5]], \
+'n2': [['c', 0, 5]]}}
+    """
+    index: dict[tuple[str, ...], int] = {}
+    nodes: dict[str, list[list[Any]]] = {}
+    for node, items in tasks.items():
+        for check, argv, bound_s in items:
+            k = index.setdefault(tuple(argv), len(index))
+            nodes.setdefault(node, []).append([check, k, bound_s])
+    return json.dumps({"schema": SCHEMA, "argvs": [list(a) for a in index], "nodes": nodes},
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+def collector_argv(node: str | None = None) -> list[str]:
+    """The node collector's command (its text in the argv, so the evidence of the
+    collection shows the very program that ran); ``node``: the node it runs on, when not
+    started by SLURM."""
+    return ["python3", "-c", source("node_collector"), *([node] if node else [])]
+
+
+def frame(node: str, name: str, doc: Mapping[str, Any]) -> list[str]:
+    """``doc`` framed as the node collector frames it (for tests and the launch host's
+    records; the collector carries its own copy, being sent as text)."""
+    raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    payload = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+    digest = hashlib.sha256(payload.encode("ascii")).hexdigest()[:16]
+    parts = [payload[i:i + CHUNK] for i in range(0, len(payload), CHUNK)] or [""]
+    return [f"{MARK} {node} {name} {i}/{len(parts)} {digest} {part}"
+            for i, part in enumerate(parts, 1)]
+
+
+@dataclass
+class _Chunks:
+    count: int
+    digest: str
+    parts: dict[int, str] = field(default_factory=dict)
+    problem: str = ""
+
+
+def _unframe(chunks: _Chunks) -> tuple[dict[str, Any] | None, str]:
+    if chunks.problem:
+        return None, chunks.problem
+    if len(chunks.parts) != chunks.count:
+        return None, (f"cut short: {len(chunks.parts)} of its {chunks.count} line(s) came "
+                      f"back")
+    payload = "".join(chunks.parts[i] for i in range(1, chunks.count + 1))
+    if hashlib.sha256(payload.encode("ascii")).hexdigest()[:16] != chunks.digest:
+        return None, "its lines do not match its digest"
+    try:
+        doc = json.loads(zlib.decompress(base64.b64decode(payload, validate=True)))
+    except (binascii.Error, zlib.error, ValueError) as exc:
+        return None, f"unreadable ({exc})"
+    if not isinstance(doc, dict):
+        return None, "not a JSON object"
+    return doc, ""
+
+
+def _record(doc: Mapping[str, Any]) -> Record | str:
+    argv, rc = doc.get("argv"), doc.get("rc")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return "field argv is not a list of strings"
+    if rc is not None and type(rc) is not int:
+        return f"field rc is not an exit status: {rc!r}"
+    texts = [doc.get(k) for k in ("start", "end", "stdout", "stderr")]
+    if not all(isinstance(t, str) for t in texts):
+        return "fields start, end, stdout and stderr must be strings"
+    start, end, out, err = (str(t) for t in texts)
+    return Record(tuple(argv), rc, start, end, out, err)
+
+
+def decode(text: str, expected: Mapping[str, Sequence[str]]) -> Decoded:
+    """What the collectors printed in ``text``, for the ``expected`` checks of each node."""
+    groups: dict[tuple[str, str], _Chunks] = {}
+    for line in text.splitlines():
+        m = _LINE.search(line)
+        if m is None:
+            continue
+        node, name, i, n, digest, part = m.groups()
+        index, count = int(i), int(n)
+        if not 1 <= index <= count <= _MAX_CHUNKS:
+            continue
+        got = groups.setdefault((node, name), _Chunks(count, digest))
+        if (got.count, got.digest) != (count, digest):
+            got.problem = got.problem or "two different records came back for it"
+        elif got.parts.setdefault(index, part) != part:
+            got.problem = got.problem or f"line {index} came back twice, different"
+    out = Decoded()
+    for (node, name), chunks in groups.items():
+        known = node in expected
+        doc, why = _unframe(chunks)
+        if name in (BEGIN, END, NOT_RUN) and known:
+            if name == BEGIN:
+                out.begun.add(node)
+            elif name == END:
+                out.ended[node] = str((doc or {}).get("why") or "") if doc else \
+                    f"its last record is damaged: {why}"
+            else:
+                out.not_run[node] = str((doc or {}).get("why") or why or "no reason given")
+            continue
+        if not known or name not in expected[node]:
+            out.foreign.append(f"{node} {name}")
+            continue
+        if doc is None:
+            out.damaged[(node, name)] = why
+            continue
+        rec = _record(doc)
+        if isinstance(rec, str):
+            out.damaged[(node, name)] = rec
+        else:
+            out.records[(node, name)] = rec
+    return out
