@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from rackgate.collect.bundle import on_host, slurm_job
-from rackgate.collect.framing import decode, frame
+from rackgate.collect.framing import decode
 from rackgate.collect.record import Recorder
 from rackgate.collect.task import Task
+from rackgate.programs.probes.node_collector import frame
 from rackgate.store.evidence import EvidenceStore
 from rackgate.store.manifest import new_run_dir
 

@@ -9,7 +9,7 @@ back: a record, a damaged record (a chunk missing, a digest or JSON that does no
 two different records for one command), or nothing; and per node whether its collector
 began and ended. Lines of anything else (srun's own words, a ``N: `` label) are skipped.
 
->>> from rackgate.collect.framing import decode, frame
+>>> from rackgate.programs.probes.node_collector import frame
 >>> out = decode("\\n".join(frame("n1", "c", {"argv": ["true"], "rc": 0, "start": "s",
 ...     "end": "e", "stdout": "", "stderr": ""})), {"n1": ["c"]})
 >>> out.records[("n1", "c")].rc, out.damaged
@@ -32,7 +32,6 @@ from rackgate.programs.probes import source
 
 SCHEMA = "rackgate.node-tasks/1"
 MARK = "RGEV1"
-CHUNK = 800  # base64 characters per line: as programs/probes/node_collector.py cuts them
 BEGIN, END = "+begin", "+end"  # a node's first and last record
 NOT_RUN = "+notrun"  # the launch host's record of a node SLURM could not run on
 _LINE = re.compile(rf"(?:^|\s){MARK} (\S+) (\S+) (\d+)/(\d+) ([0-9a-f]{{16}}) "
@@ -85,17 +84,6 @@ def collector_argv(node: str | None = None) -> list[str]:
     collection shows the very program that ran); ``node``: the node it runs on, when not
     started by SLURM."""
     return ["python3", "-c", source("node_collector"), *([node] if node else [])]
-
-
-def frame(node: str, name: str, doc: Mapping[str, Any]) -> list[str]:
-    """``doc`` framed as the node collector frames it (for tests and the launch host's
-    records; the collector carries its own copy, being sent as text)."""
-    raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    payload = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
-    digest = hashlib.sha256(payload.encode("ascii")).hexdigest()[:16]
-    parts = [payload[i:i + CHUNK] for i in range(0, len(payload), CHUNK)] or [""]
-    return [f"{MARK} {node} {name} {i}/{len(parts)} {digest} {part}"
-            for i, part in enumerate(parts, 1)]
 
 
 @dataclass
