@@ -187,3 +187,37 @@ def test_a_command_ended_from_outside_stops_the_collector(tmp_path: Path) -> Non
     assert got.records[("n1", "t.long")].rc == -15
     assert ("n1", "t.next") not in got.records
     assert got.ended["n1"] == "t.long was ended by signal 15 from outside; the rest was not run"
+
+
+def test_an_older_attempt_gives_way_to_a_newer_one(tmp_path: Path) -> None:
+    """Two attempts of one run on a node (the older one's rackgate was killed, a --resume
+    runs now): the newer ends what the older one runs, and the older one, finding a newer
+    attempt's record on the node lock, runs nothing more, instead of ending the newer's
+    commands in turn (the same run token: only the attempt orders them)."""
+    import signal
+    import time
+
+    lock = tmp_path / "node.lock"
+    older = [task("t.long", ("sleep", "60"), tmp_path), task("t.next", ("true",), tmp_path)]
+    newer = [task("t.long", ("true",), tmp_path), task("t.next", ("sleep", "1"), tmp_path)]
+    old_bundle, _ = on_host("n1", older, "run@1000", "older")
+    new_bundle, _ = on_host("n1", newer, "run@2000", "newer")
+    (tmp_path / "old.json").write_text(old_bundle.stdin)
+    with (tmp_path / "old.json").open() as stdin:
+        old = subprocess.Popen([sys.executable, *old_bundle.argv[1:]], stdin=stdin,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while "attempt 1000" not in (lock.read_text() if lock.exists() else ""):
+        assert time.monotonic() < deadline, "the older attempt never took the node lock"
+        time.sleep(0.1)
+    new = subprocess.run([sys.executable, *new_bundle.argv[1:]], input=new_bundle.stdin,
+                         capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+    out, _ = old.communicate(timeout=60)
+    got_new = decode(new.stdout, {"n1": ["t.long", "t.next"]})
+    assert [got_new.records[("n1", c)].rc for c in ("t.long", "t.next")] == [0, 0]
+    assert "earlier attempt of this run" in got_new.records[("n1", "t.long")].stderr
+    got_old = decode(out, {"n1": ["t.long", "t.next"]})
+    assert got_old.records[("n1", "t.long")].rc == -signal.SIGTERM
+    assert ("n1", "t.next") not in got_old.records
+    assert "attempt 2000" in lock.read_text()

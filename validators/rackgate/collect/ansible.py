@@ -57,7 +57,7 @@ from rackgate.collect.processes import (
     private_dir,
 )
 from rackgate.collect.record import ProgressFn, Recorder, plain
-from rackgate.collect.task import KILL_AFTER_S, Stop, Task, run_token, wrapped
+from rackgate.collect.task import KILL_AFTER_S, Stop, Task, attempt_token, run_token, wrapped
 from rackgate.store.evidence import EvidenceStore
 
 COLLECT_PLAYBOOK = Path(__file__).parent / "playbooks" / "collect.yml"
@@ -162,7 +162,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
     are copied to ``keep_to`` when given (:func:`copy_artifacts`)."""
     import ansible_runner  # heavy import, kept out of judging and reporting
 
-    token = run_token(run_dir)
+    token, attempt = run_token(run_dir), attempt_token(run_dir)
     playbook_bin = shutil.which("ansible-playbook")
     if playbook_bin is None:
         return "failed", "ansible-playbook not found: install ansible-core"
@@ -171,7 +171,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
         secrets.mkdir(mode=0o700)
         per_host: dict[str, list[dict[str, Any]]] = {}
         for n, t in enumerate(tasks):
-            argv = wrapped(t, token, who)
+            argv = wrapped(t, attempt, who)
             item: dict[str, Any] = {"check": t.check, "local": t.on_control}
             if t.secret_var:
                 path = str(secrets / f"{n}.secret")
@@ -294,7 +294,7 @@ def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStor
             raise ValueError(f"{t.host} {t.check}: needs {t.secret_var} but its argv names "
                              f"no {SECRET_FILE} for it")
     run_dir = store.run_dir
-    token = run_token(run_dir)
+    token = attempt_token(run_dir)  # the node lock wrappers' RUN@ATTEMPT
     who = f"rackgate run {run_dir.name} (control host {socket.gethostname()})"
     items = [t for t in tasks if not bundled(t)]
     per_host: dict[str, list[Task]] = {}

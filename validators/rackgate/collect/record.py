@@ -16,7 +16,14 @@ from typing import Any
 
 from rackgate.collect.bundle import Bundle
 from rackgate.collect.framing import Record, decode
-from rackgate.collect.task import KILLED_RC, LOCK_BUSY_RC, TIMEOUT_RC, Task, under_lock
+from rackgate.collect.task import (
+    KILLED_RC,
+    LOCK_BUSY_RC,
+    SUPERSEDED_RC,
+    TIMEOUT_RC,
+    Task,
+    under_lock,
+)
 from rackgate.model import last_words
 from rackgate.store.evidence import EvidenceStore
 
@@ -61,7 +68,8 @@ def outcome_of(task: Task, rc: int | None, stderr: str, argv: Sequence[str]
     """A finished command's outcome, and rackgate's message on it (None: the runner's)."""
     if rc is None:  # the command could not run at all
         return "not_run", None
-    if rc == LOCK_BUSY_RC and under_lock(argv) and "rackgate: node lock" in stderr:
+    if rc in (LOCK_BUSY_RC, SUPERSEDED_RC) and under_lock(argv) \
+            and "rackgate: node lock" in stderr:
         # the node lock was not taken: the command never started
         return "not_run", next(line for line in stderr.splitlines()
                                if "rackgate: node lock" in line)

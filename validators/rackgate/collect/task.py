@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +23,20 @@ from pathlib import Path
 TIMEOUT_RC = 124  # timeout(1): the command ran out of time
 KILLED_RC = 137  # timeout(1) --kill-after: it ignored SIGTERM too
 LOCK_BUSY_RC = 75  # the lock script: the node lock was not taken (EX_TEMPFAIL)
+SUPERSEDED_RC = 76  # the lock script: a newer attempt of this run holds the node lock
 KILL_AFTER_S = 10
 DEFAULT_LOCK_FILE = "/var/lock/rackgate.lock"
 LOCK_WAIT_S = 600  # how long a command waits for another run's benchmark on its node
 
-# Run by sh on the node: "$1" lock file, "$2" seconds to wait, "$3" run token, "$4" who,
-# then the command (timeout ...). Fixed text: everything variable is a positional
-# parameter, never part of the script. The lock fd (9) is inherited by the command, so
-# the lock is held for as long as the command, or anything it left behind, lives.
+# Run by sh on the node: "$1" lock file, "$2" seconds to wait, "$3" RUN@ATTEMPT (the run
+# token, and the collection's start in ns: see attempt_token), "$4" who, then the command
+# (timeout ...). Fixed text: everything variable is a positional parameter, never part of
+# the script. The lock fd (9) is inherited by the command, so the lock is held for as long
+# as the command, or anything it left behind, lives. A holder of an earlier attempt of the
+# same run is ended; a holder of a newer attempt means this attempt was left behind (its
+# rackgate was killed, a --resume runs now): it stops (SUPERSEDED_RC), never fights it.
 LOCK_SCRIPT = r"""set -f
-lock=$1 wait_s=$2 token=$3 who=$4
+lock=$1 wait_s=$2 token=${3%@*} at=${3#*@} who=$4
 shift 4
 start_of() {
   s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
@@ -53,6 +58,12 @@ if ! flock -n 9; then
   held=$(cat "$lock" 2>/dev/null)
   case " $held " in
   *" token $token "*)
+    hat=$(after attempt $held)
+    if [ -n "$hat" ] && [ "$hat" -gt "$at" ] 2>/dev/null; then
+      echo "rackgate: node lock: a newer attempt of this run holds $lock; this" \
+        "attempt stops" >&2
+      exit 76
+    fi
     pg=$(after pgid $held); st=$(after start $held)
     if [ -n "$pg" ] && [ -n "$st" ] && [ "$(start_of "$pg")" = "$st" ]; then
       echo "rackgate: ending process group $pg, left running on this node" \
@@ -70,8 +81,8 @@ if ! flock -n 9; then
   [ -z "$held" ] || echo "rackgate: waited $(( $(date +%s) - t0 )) s for node lock" \
     "$lock, held by $held" >&2
 fi
-printf 'pgid %s start %s token %s since %s: %s\n' "$$" "$(start_of $$)" "$token" \
-  "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$who" >"$lock"
+printf 'pgid %s start %s token %s attempt %s since %s: %s\n' "$$" "$(start_of $$)" \
+  "$token" "$at" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$who" >"$lock"
 exec "$@"
 """
 
@@ -128,6 +139,13 @@ class Task:
     # None: no lock
     lock_file: str | None = DEFAULT_LOCK_FILE
     lock_wait_s: int = LOCK_WAIT_S
+
+
+def attempt_token(run_dir: Path) -> str:
+    """What a collection's node lock wrappers carry: ``RUN@ATTEMPT``, the run's token and
+    this collection's start (ns), so a newer attempt of a run ends what an older one left
+    running and an older one, left behind, gives way to a newer one."""
+    return f"{run_token(run_dir)}@{time.time_ns()}"
 
 
 def run_token(run_dir: Path) -> str:

@@ -51,6 +51,8 @@ MARK = "RGEV1"
 SCHEMA = "rackgate.node-tasks/1"
 CHUNK = 800
 KILLED_RC = 137
+SUPERSEDED_RC = 76  # the node lock script: a newer attempt of this run holds the node
+LOCKED = ("sh", "-c")  # a command under the node lock: sh -c SCRIPT rackgate-node-lock ...
 RUNNING: list["subprocess.Popen[bytes]"] = []  # the command now running, for on_term
 
 
@@ -110,6 +112,26 @@ def run(argv: list[str], bound_s: float) -> dict[str, Any]:
             "stderr": text(err)}
 
 
+def superseded(argv: list[str]) -> bool:
+    """Whether a newer attempt of this run has held this command's node lock since: the
+    lock file keeps its last holder's record (``token RUN attempt NS``), and the command's
+    argv carries this attempt's ``RUN@NS`` (collect/task.py's lock wrapper)."""
+    if tuple(argv[:2]) != LOCKED or len(argv) < 7 or argv[3] != "rackgate-node-lock":
+        return False
+    run, _, mine = argv[6].partition("@")
+    try:
+        with open(argv[4], encoding="utf-8", errors="replace") as fh:
+            words = fh.read().split()
+    except OSError:
+        return False
+    held = {words[i]: words[i + 1] for i in range(len(words) - 1)
+            if words[i] in ("token", "attempt")}
+    try:
+        return held.get("token") == run and int(held.get("attempt", "0")) > int(mine)
+    except ValueError:
+        return False
+
+
 def on_term(signum: int, frame_: object) -> NoReturn:
     for proc in RUNNING:
         end_group(proc, signal.SIGTERM)
@@ -141,13 +163,19 @@ def main(args: list[str]) -> None:
         if os.getppid() != parent:
             emit(node, "+end", {"done": done, "why": "orphaned: its parent ended"})
             sys.exit(143)
+        if superseded(argvs[index]):
+            emit(node, "+end", {"done": done, "why": "a newer attempt of this run has held "
+                                "the node lock since: this one stops"})
+            sys.exit(143)
         record = run(argvs[index], bound_s)
         emit(node, check, record)
-        if isinstance(record["rc"], int) and record["rc"] < 0:
-            # its wrapper (timeout) was killed from outside: by a newer attempt of this run
-            # (the node lock ends what an earlier one left running) or by a stop
-            emit(node, "+end", {"done": done + 1, "why": f"{check} was ended by signal "
-                                f"{-record['rc']} from outside; the rest was not run"})
+        rc = record["rc"]
+        if isinstance(rc, int) and (rc < 0 or rc == SUPERSEDED_RC):
+            # its wrapper (timeout) was killed from outside (by a newer attempt of this run,
+            # through the node lock, or by a stop), or the lock found a newer attempt
+            why = (f"{check} was ended by signal {-rc} from outside" if rc < 0 else
+                   f"a newer attempt of this run holds the node lock ({check})")
+            emit(node, "+end", {"done": done + 1, "why": f"{why}; the rest was not run"})
             sys.exit(143)
     emit(node, "+end", {"done": len(tasks), "why": ""})
 
