@@ -10,11 +10,13 @@ against the demo rack's real slurmctld in tests/e2e/test_collect_via_slurm.py.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -153,11 +155,19 @@ def test_what_did_not_come_back_is_recorded_not_run(tmp_path: Path) -> None:
     assert "is damaged: cut short" in store.read("e", "c")[0].message
 
 
-def test_the_input_names_each_argv_once() -> None:
-    tasks = [Task(n, "c", ("fio", "--x"), 5) for n in ("a", "b", "c")]
-    bundle, _ = on_host("a", tasks, "tok", "who")
-    doc = json.loads(bundle.stdin)
-    assert len(doc["argvs"]) == 1 and set(doc["nodes"]) == {"a", "b", "c"}
+def test_the_input_of_a_rack_stays_small() -> None:
+    """Every node of a 10,000-node job gets the whole input: each argv and each list of
+    tasks is written once, and the whole is compressed (a node with its own profile
+    override has a list of its own)."""
+    nodes = [f"gpu{i:05d}" for i in range(10_000)]
+    size = {("gpu00007", 0): "2G"}  # one node's override of one check
+    tasks = [Task(n, f"c{k}", ("fio", f"--size={size.get((n, k), '1G')}", str(k)), 600,
+                  lock_file="/var/lock/rackgate.lock") for n in nodes for k in range(20)]
+    bundle, _ = slurm_job("head", tasks, "run@1", "who")
+    doc = json.loads(zlib.decompress(base64.b64decode(bundle.stdin)))
+    assert len(doc["argvs"]) == 21 and len(doc["lists"]) == 2
+    assert doc["lists"][doc["nodes"]["gpu00007"]] != doc["lists"][doc["nodes"]["gpu00001"]]
+    assert len(bundle.stdin) < 100_000, len(bundle.stdin)
 
 
 def test_a_command_ended_from_outside_stops_the_collector(tmp_path: Path) -> None:

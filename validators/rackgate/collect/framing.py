@@ -62,21 +62,28 @@ class Decoded:
 
 
 def node_input(tasks: Mapping[str, Sequence[tuple[str, Sequence[str], int]]]) -> str:
-    """The collector's input: per node, its (check, argv, bound_s) in the order they run;
-    each distinct argv is written once (every node runs the same commands, mostly).
+    """The collector's input: per node, its (check, argv, bound_s) in the order they run.
+    Each distinct argv and each distinct list of tasks is written once (the nodes of a
+    rack mostly run the same commands), and the document goes zlib-compressed in base64:
+    SLURM sends it whole to every node of the job.
 
-    >>> json.loads(node_input({"n1": [("c", ["true"], 5)], "n2": [("c", ["true"], 5)]}))
-    {'schema': 'rackgate.node-tasks/1', 'argvs': [['true']], 'nodes': {'n1': [['c', 0, 5]], \
-'n2': [['c', 0, 5]]}}
+    >>> doc = json.loads(zlib.decompress(base64.b64decode(node_input({
+    ...     "n1": [("c", ["true"], 5)], "n2": [("c", ["true"], 5)]}))))
+    >>> doc == {"schema": SCHEMA, "argvs": [["true"]], "lists": [[["c", 0, 5]]],
+    ...         "nodes": {"n1": 0, "n2": 0}}
+    True
     """
     index: dict[tuple[str, ...], int] = {}
-    nodes: dict[str, list[list[Any]]] = {}
+    lists: dict[str, int] = {}
+    nodes: dict[str, int] = {}
     for node, items in tasks.items():
-        for check, argv, bound_s in items:
-            k = index.setdefault(tuple(argv), len(index))
-            nodes.setdefault(node, []).append([check, k, bound_s])
-    return json.dumps({"schema": SCHEMA, "argvs": [list(a) for a in index], "nodes": nodes},
-                      separators=(",", ":"), ensure_ascii=False)
+        mine = [[check, index.setdefault(tuple(argv), len(index)), bound_s]
+                for check, argv, bound_s in items]
+        nodes[node] = lists.setdefault(json.dumps(mine), len(lists))
+    doc = {"schema": SCHEMA, "argvs": [list(a) for a in index],
+           "lists": [json.loads(k) for k in lists], "nodes": nodes}
+    raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
 
 def collector_argv(node: str | None = None) -> list[str]:

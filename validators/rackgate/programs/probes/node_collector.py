@@ -9,11 +9,13 @@ as framed lines on standard output, as soon as the command has ended. The same p
 serves both collection paths: Ansible runs it once per host (NODE given), and SLURM runs
 it as one task per node of one job (NODE is the task's ``SLURMD_NODENAME``).
 
-Input (``rackgate.node-tasks/1``)::
+Input (``rackgate.node-tasks/1``), zlib-compressed JSON in base64 (SLURM sends it whole
+to every node of the job)::
 
     {"schema": "rackgate.node-tasks/1",
      "argvs": [[argv word, ...], ...],                  each distinct argv once
-     "nodes": {"NODE": [["CHECK", argv index, bound_s], ...]}}
+     "lists": [[["CHECK", argv index, bound_s], ...]],  each distinct list of tasks once
+     "nodes": {"NODE": list index}}
 
 Output: one record per command, a node's ``+begin`` first and ``+end`` last, each record
 framed as lines of at most about 900 characters (below the 1 KiB SLURM forwards at a
@@ -150,13 +152,13 @@ def main(args: list[str]) -> None:
     if not node:
         sys.exit("rackgate node collector: no node name (argument or SLURMD_NODENAME)")
     try:
-        spec = json.loads(sys.stdin.read())
+        spec = json.loads(zlib.decompress(base64.b64decode(sys.stdin.read().strip())))
         if spec.get("schema") != SCHEMA:
             raise ValueError(f"schema {spec.get('schema')!r}, not {SCHEMA}")
-        argvs, tasks = spec["argvs"], spec["nodes"][node]
+        argvs, tasks = spec["argvs"], spec["lists"][spec["nodes"][node]]
     except KeyError:
         sys.exit(f"rackgate node collector: node {node} has no tasks in its input")
-    except (ValueError, TypeError, AttributeError) as exc:
+    except (ValueError, TypeError, AttributeError, IndexError, zlib.error) as exc:
         sys.exit(f"rackgate node collector: unreadable input: {exc}")
     emit(node, "+begin", {"checks": [t[0] for t in tasks], "pid": os.getpid()})
     for done, (check, index, bound_s) in enumerate(tasks):
