@@ -3,6 +3,17 @@
     python bench/judge_10k.py /var/tmp/rackgate-bench/run-10k            # plain timing
     python bench/judge_10k.py /var/tmp/rackgate-bench/run-10k --phases   # + phase breakdown
     python bench/judge_10k.py RUN_DIR --cprofile 30                      # + cProfile top 30
+    python bench/judge_10k.py RUN_DIR --floor --results-sha              # issue 19's figures
+
+``--floor`` first measures, in this process, the floor of issue 19: reading and sha256-hashing
+every evidence file of the run (``.out`` and ``.json``, one process, the order of the
+directory), then judges, and prints the judge's wall time over the floor's. The peak RSS of
+the whole process tree (this process and the judge's forked workers, from /proc every
+50 ms by bench/tree_rss.py's sampler, in a thread) is printed with every run.
+``--results-sha`` prints a sha256 of every report the judge wrote, byte for byte but for what
+differs from one judgement to the next (report.json's ``generated``, timestamps), so
+two versions of the code can be compared on the same run; ``--keep-reports DIR`` copies the
+normalised reports there for a diff.
 
 Prints wall time (time.perf_counter), CPU time (time.process_time), peak RSS
 (getrusage(RUSAGE_SELF).ru_maxrss, KiB on Linux), the sizes of report.json and
@@ -40,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import standin_checks
+import tree_rss
 
 import rackgate
 import rackgate.judge.run
@@ -55,6 +67,7 @@ import rackgate.store.manifest
 from rackgate.checks import REGISTRY
 
 REPO = Path(__file__).resolve().parent.parent
+LOAD_BEFORE = [round(x, 2) for x in os.getloadavg()]
 
 
 def peak_rss_kib() -> int:
@@ -64,6 +77,68 @@ def peak_rss_kib() -> int:
 def current_rss_kib() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+class TreeSampler:
+    """The peak RSS of this process and its descendants, sampled every 50 ms in a thread."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak_kib = 0
+        self.peak_procs = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        pid = os.getpid()
+        while not self._stop.is_set():
+            total, count = tree_rss.tree_rss_kib(pid)
+            if total > self.peak_kib:
+                self.peak_kib, self.peak_procs = total, count
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def floor(run_dir: Path) -> dict[str, Any]:
+    """Read and sha256 every evidence file (.out and .json) of the run: the floor."""
+    files = size = 0
+    sha = hashlib.sha256
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    for host in os.scandir(run_dir / "evidence"):
+        for entry in os.scandir(host.path):
+            with open(entry.path, "rb") as fh:
+                data = fh.read()
+            sha(data).hexdigest()
+            files += 1
+            size += len(data)
+    return {"floor_wall_s": round(time.perf_counter() - t0, 2),
+            "floor_cpu_s": round(time.process_time() - cpu0, 2),
+            "floor_files": files, "floor_bytes": size}
+
+
+def normalised_reports(run_dir: Path) -> dict[str, bytes]:
+    """Each report the judge wrote, without what changes between two judgements."""
+    import re
+
+    out: dict[str, bytes] = {}
+    # byte for byte, but for when it was generated (the only time that is not the run's)
+    out["report.json"] = re.sub(rb'"generated": "[^"]*"', b'"generated": ""',
+                                (run_dir / "report.json").read_bytes(), count=1)
+    for name in ("report.html", "report.xml", "summary.md"):
+        data = (run_dir / name).read_bytes()
+        data = re.sub(rb'timestamp="[^"]*"', b'timestamp=""', data)
+        data = re.sub(rb"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?",
+                      b"<time>", data)
+        out[name] = data
+    return out
 
 
 def source_fingerprint() -> dict[str, Any]:
@@ -199,6 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gc", choices=("default", "off"), default="default",
                     help="experiment: 'off' disables Python's cyclic GC during judge_run, "
                          "to show what GC passes over the growing heap cost")
+    ap.add_argument("--floor", action="store_true",
+                    help="first read and sha256 every evidence file (the floor), then judge")
+    ap.add_argument("--results-sha", action="store_true",
+                    help="print a sha256 of each report, normalised (to compare versions)")
+    ap.add_argument("--keep-reports", type=Path, metavar="DIR",
+                    help="with --results-sha: also write the normalised reports into DIR")
     args = ap.parse_args(argv)
 
     if args.cold:
@@ -212,15 +293,25 @@ def main(argv: list[str] | None = None) -> int:
     timers = install_phase_timers() if args.phases else None
     rss_before = current_rss_kib()
 
+    floor_figures = floor(args.run_dir) if args.floor else {}
+    if floor_figures:
+        print(f"floor: read + sha256 of {floor_figures['floor_files']} evidence files "
+              f"({floor_figures['floor_bytes'] / 1e9:.2f} GB): wall "
+              f"{floor_figures['floor_wall_s']:.2f} s, CPU {floor_figures['floor_cpu_s']:.2f} s")
     prof = cProfile.Profile() if args.cprofile else None
     if args.gc == "off":
         gc.disable()
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    if prof is not None:
-        outcome = prof.runcall(rackgate.run.judge_run, args.run_dir)
-    else:
-        outcome = rackgate.run.judge_run(args.run_dir)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with TreeSampler() as sampler:
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        if prof is not None:
+            outcome = prof.runcall(rackgate.run.judge_run, args.run_dir)
+        else:
+            outcome = rackgate.run.judge_run(args.run_dir)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    workers_cpu = (children1.ru_utime + children1.ru_stime
+                   - children0.ru_utime - children0.ru_stime)
     gc.enable()
     peak = peak_rss_kib()
 
@@ -234,8 +325,15 @@ def main(argv: list[str] | None = None) -> int:
         "results": sum(statuses.values()),
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
+        "workers_cpu_s": round(workers_cpu, 2),
         "rss_before_judge_mib": round(rss_before / 1024, 1),
         "peak_rss_mib": round(peak / 1024, 1),
+        "tree_peak_rss_mib": round(sampler.peak_kib / 1024, 1),
+        "tree_peak_procs": sampler.peak_procs,
+        **floor_figures,
+        "judge_over_floor": (round(wall / floor_figures["floor_wall_s"], 2)
+                             if floor_figures else None),
+        "loadavg_before": LOAD_BEFORE,
         "report_json_bytes": outcome.report_json.stat().st_size,
         "report_html_bytes": outcome.report_html.stat().st_size,
         "rack_verdict": rack.verdict.value,
@@ -249,12 +347,19 @@ def main(argv: list[str] | None = None) -> int:
         "gc_collections": [g["collections"] for g in gc.get_stats()],
         "loadavg_after": os.getloadavg()[0],
         "python": sys.version.split()[0],
+        "rackgate_from": str(Path(rackgate.__file__).parent),
         **source_fingerprint(),
     }
     print(f"judge_run({args.run_dir}): {n_hosts} nodes x {n_checks} checks = "
           f"{figures['results']} results")
     print(f"  wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {peak / 1024:.0f} MiB "
           f"({peak / 2**20:.2f} GiB; {rss_before / 1024:.0f} MiB before judging)")
+    print(f"  CPU of the forked workers {workers_cpu:.2f} s; peak RSS of the process tree "
+          f"{sampler.peak_kib / 1024:.0f} MiB ({sampler.peak_procs} processes then); "
+          f"load average before {LOAD_BEFORE}")
+    if floor_figures:
+        print(f"  judge / floor = {wall:.2f} / {floor_figures['floor_wall_s']:.2f} s = "
+              f"{figures['judge_over_floor']:.2f}x")
     print(f"  report.json {figures['report_json_bytes'] / 1e6:.1f} MB, "
           f"report.html {figures['report_html_bytes'] / 1e6:.1f} MB")
     print(f"  rack {figures['rack_verdict']} ({figures['rack_reasons']} reasons); nodes "
@@ -275,6 +380,17 @@ def main(argv: list[str] | None = None) -> int:
             print(buf.getvalue())
         if args.cprofile_out:
             prof.dump_stats(args.cprofile_out)
+    if args.results_sha:
+        del outcome, rack
+        gc.collect()
+        reports = normalised_reports(args.run_dir)
+        figures["results_sha256"] = {k: hashlib.sha256(v).hexdigest()[:16]
+                                     for k, v in reports.items()}
+        print(f"  normalised reports' sha256: {figures['results_sha256']}")
+        if args.keep_reports:
+            args.keep_reports.mkdir(parents=True, exist_ok=True)
+            for k, v in reports.items():
+                (args.keep_reports / k).write_bytes(v)
     if args.json:
         with args.json.open("a") as fh:
             fh.write(json.dumps(figures) + "\n")

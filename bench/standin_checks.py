@@ -23,6 +23,9 @@ from rackgate.checks import REGISTRY
 
 PREFIX = "bench.fio_"
 BASE = "fio.seq_read"
+# bench/make_mixed_run.py's stand-ins: copies of the heaviest real family (42 KB of XML)
+GPU_PREFIX = "bench.gpu_"
+GPU_BASE = "gpu.health"
 BASE_CHECKS = ("node.identity", "fio.seq_read")  # the two real families, first
 
 
@@ -31,16 +34,20 @@ def standin_names(count: int) -> list[str]:
 
 
 def register(names: Iterable[str]) -> list[str]:
-    """Register each ``bench.fio_NN`` name as a copy of fio.seq_read (idempotent)."""
-    base = REGISTRY[BASE]
+    """Register each ``bench.fio_NN`` name as a copy of fio.seq_read, each ``bench.gpu_NN``
+    as a copy of gpu.health (idempotent)."""
     added = []
     for name in names:
-        if not name.startswith(PREFIX):
+        if name.startswith(PREFIX):
+            origin = BASE
+        elif name.startswith(GPU_PREFIX):
+            origin = GPU_BASE
+        else:
             continue
         if name not in REGISTRY:
             REGISTRY[name] = dataclasses.replace(
-                base, name=name, tags=frozenset({"bench", "standin"}),
-                description=f"BENCHMARK STAND-IN: a copy of {BASE} (bench/standin_checks.py)")
+                REGISTRY[origin], name=name, tags=frozenset({"bench", "standin"}),
+                description=f"BENCHMARK STAND-IN: a copy of {origin} (bench/standin_checks.py)")
             added.append(name)
     return added
 

@@ -50,6 +50,13 @@ _MPI_FATAL = re.compile(
     r"\b(?:mpirun|mpiexec|orterun|prterun|prte|ORTE|PRTE) was unable to\b|"
     r"\bhas lost communication with a remote daemon|"
     r"\bdetected that one or more processes exited with non-zero status")
+# a literal that every alternative of _MPI_FATAL holds: a text without any of them has no
+# fatal line, and is not searched line by line (most outputs: a tool's own lines)
+_MPI_FATAL_WORDS = ("There are not enough slots available in the system", "noticed that ",
+                    "has exited due to process rank ", "terminated normally, but ",
+                    "MPI_ABORT was invoked on rank ", " was unable to",
+                    "has lost communication with a remote daemon",
+                    "detected that one or more processes exited with non-zero status")
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,10 @@ def launcher_messages(lines: Sequence[str]) -> tuple[LauncherMessage, ...]:
     """The launcher messages among ``lines`` (launcher labels already removed). A help block
     with no closing dash line runs to the end (the output was cut)."""
     found: list[LauncherMessage] = []
+    joined = "\n".join(lines)
+    if DASH_LINE not in joined and "srun" not in joined and "slurmstepd" not in joined \
+            and not any(word in joined for word in _MPI_FATAL_WORDS):
+        return ()
     i = 0
     while i < len(lines):
         line = lines[i].strip()

@@ -283,7 +283,7 @@ def _parse_text(text: str) -> NcclTestsRun:
             labels[label] = None
         if not line or n in launcher:
             continue
-        if _NCCL_LOG.search(line):
+        if "NCCL " in line and _NCCL_LOG.search(line):
             v = _NCCL_VERSION.search(line)
             if v:
                 facts.setdefault("nccl_version", v.group(1))

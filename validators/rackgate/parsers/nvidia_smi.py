@@ -52,21 +52,15 @@ _MAX_DEPTH = 64  # nvidia-smi nests about 6 levels; recursion must never be exha
 
 
 def _depth(root: ET.Element) -> int:
-    """Nesting depth, iteratively (a recursive walk could exhaust the stack)."""
-    deepest, stack = 0, [(root, 1)]
-    while stack:
-        el, d = stack.pop()
-        deepest = max(deepest, d)
+    """Nesting depth, iteratively and level by level (a recursive walk could exhaust the
+    stack); counting stops past _MAX_DEPTH."""
+    deepest, level = 0, [root]
+    while level:
+        deepest += 1
         if deepest > _MAX_DEPTH:
             break
-        stack.extend((c, d + 1) for c in el)
+        level = [c for el in level for c in el]
     return deepest
-
-
-def _from_xml_element(el: ET.Element) -> Node:
-    node = Node(el.tag, el.text.strip() if el.text and el.text.strip() else None)
-    node.children = [_from_xml_element(c) for c in el if isinstance(c.tag, str)]
-    return node
 
 
 def _device_errors(lines: Iterator[str] | list[str]) -> tuple[str, ...]:
@@ -98,14 +92,15 @@ def parse_nvidia_smi_xml(text: str) -> GpuQuery:
     if _depth(root) > _MAX_DEPTH:
         raise ParseError(f"{fmt}: elements nested deeper than {_MAX_DEPTH} levels: not "
                          "nvidia-smi's layout")
-    top = _from_xml_element(root)
+    top = Node.of_element(root)  # elements become nodes when read (most never are)
     attached = Reader(fmt, top, "the log").integer("", "attached_gpus")
-    nodes = [_from_xml_element(el) for el in root.findall("gpu")]
+    elements = root.findall("gpu")
+    nodes = [Node.of_element(el) for el in elements]
     filtered = filtered_report(fmt, nodes, attached, "nvidia-smi -q -x")
     if filtered is not None:
         raise filtered
     gpus = []
-    for i, (el, node) in enumerate(zip(root.findall("gpu"), nodes, strict=True)):
+    for i, (el, node) in enumerate(zip(elements, nodes, strict=True)):
         listed = node.text("pci/pci_bus_id")
         bus = el.get("id") or listed or f"gpu[{i}]"
         if listed is not None and listed.lower() != bus.lower():

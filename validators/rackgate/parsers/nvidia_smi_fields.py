@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.nvidia_smi_node import Node
 
 # Clock event (throttle) reasons, as the XML names them after the clocks_*_reason_ prefix.
 REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
@@ -50,7 +51,6 @@ REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdo
            "sw_thermal_slowdown", "display_clocks_setting")
 # text labels (snake-cased) whose XML name differs
 _TEXT_REASONS = {"idle": "gpu_idle", "display_clock_setting": "display_clocks_setting"}
-_NA = {"", "n/a", "[n/a]", "not supported", "[not supported]", "n/a %"}
 _NUMBER = re.compile(r"^(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z%]*)$")
 
 
@@ -109,38 +109,6 @@ class GpuQuery:
     attached_gpus: int | None
     gpus: tuple[Gpu, ...]
     device_errors: tuple[str, ...] = ()  # e.g. "Unable to determine the device handle ..."
-
-
-@dataclass
-class Node:
-    """One element (XML) or one ``Label : value`` line (text), keyed by snake-case name."""
-
-    key: str
-    value: str | None
-    children: list[Node] = field(default_factory=list)
-
-    def find(self, path: str) -> Node | None:
-        """The one node at ``path``; ParseError when a step matches twice (a duplicated
-        line or element: which of the two would be the GPU's?)."""
-        node: Node | None = self
-        for part in path.split("/"):
-            if node is None:
-                return None
-            found = [c for c in node.children if c.key == part]
-            if len(found) > 1:
-                raise ParseError(f"nvidia-smi: {path} appears {len(found)} times in one block "
-                                 "(duplicated output?)")
-            node = found[0] if found else None
-        return node
-
-    def text(self, *paths: str) -> str | None:
-        """Value at the first of ``paths`` that exists and is not N/A."""
-        for path in paths:
-            node = self.find(path)
-            if node is not None and node.value is not None \
-                    and node.value.strip().lower() not in _NA:
-                return node.value.strip()
-        return None
 
 
 def snake(label: str) -> str:

@@ -19,6 +19,7 @@ the file always parses.
 ...            {"check": "fio.seq_read", "status": "fail", "message": "slow\\x01",
 ...             "measured": 42.0, "unit": "MB/s", "expected": ">= 50 MB/s",
 ...             "duration_s": 12.5}]}]}
+>>> import xml.etree.ElementTree as ET
 >>> root = ET.fromstring(render_junit(doc).encode())
 >>> root.get("name"), root.get("tests"), root.get("failures"), root.get("time")
 ('rackgate demo r1', '1', '1', '12.500')
@@ -30,8 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rackgate.figures import figure, with_unit
@@ -47,13 +47,6 @@ def xml_text(value: Any) -> str:
     """Text that XML 1.0 can carry: forbidden characters become visible ``\\xNN``."""
     return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100
                         else f"\\u{ord(m[0]):04x}", "" if value is None else str(value))
-
-
-def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any) -> ET.Element:
-    el = ET.SubElement(parent, tag, {k: xml_text(v) for k, v in attrs.items() if v is not None})
-    if text is not None:
-        el.text = xml_text(text)
-    return el
 
 
 def _details(node: Mapping[str, Any], r: Mapping[str, Any]) -> str:
@@ -93,25 +86,61 @@ def seconds(r: Mapping[str, Any]) -> str:
     return f"{value if ok else 0:.3f}"
 
 
-def _case(suite: ET.Element, classname: str, node: Mapping[str, Any], r: Mapping[str, Any],
-          error_type: str = "evidence") -> None:
-    case = _sub(suite, "testcase", classname=classname, name=node["name"], time=seconds(r))
+# What ElementTree escapes in element text, and in attribute values besides
+_CDATA_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
+_ATTR_ESCAPES = (*_CDATA_ESCAPES, ('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"),
+                 ("\t", "&#09;"))
+
+
+def _escaped(value: Any, escapes: tuple[tuple[str, str], ...]) -> str:
+    text = xml_text(value)
+    for char, entity in escapes:
+        if char in text:
+            text = text.replace(char, entity)
+    return text
+
+
+def _attr(value: Any) -> str:
+    """An attribute value as ElementTree writes it (after :func:`xml_text`)."""
+    return _escaped(value, _ATTR_ESCAPES)
+
+
+def _cdata(value: Any) -> str:
+    """Element text as ElementTree writes it (after :func:`xml_text`)."""
+    return _escaped(value, _CDATA_ESCAPES)
+
+
+def _start(tag: str, attrs: Mapping[str, Any], close: str = ">") -> str:
+    """``<tag a="v" ...>`` (``close=" />"``: an empty element); None values are left out."""
+    return "<" + tag + "".join(f' {k}="{_attr(v)}"' for k, v in attrs.items()
+                               if v is not None) + close
+
+
+_CASE_END = "\n      "  # the indentation inside a testcase (level 3)
+
+
+def _case(classname: str, node: Mapping[str, Any], r: Mapping[str, Any],
+          error_type: str = "evidence") -> tuple[str, str | None]:
+    """One indented ``<testcase>`` (without its tail) and the element its status adds
+    (failure, error, skipped), if any."""
     body = _details(node, r)
+    parts = [_start("testcase", {"classname": classname, "name": node["name"],
+                                 "time": seconds(r)}), _CASE_END]
     if r["status"] == "warn":  # passing for JUnit: only the property and system-out say it
-        _sub(_sub(case, "properties"), "property", name="rackgate.status", value="warn")
+        parts += ["<properties>\n        ",
+                  _start("property", {"name": "rackgate.status", "value": "warn"}, " />"),
+                  "\n      </properties>", _CASE_END]
+    tag = None
     if r["status"] in _ELEMENT:
         tag, kind = _ELEMENT[r["status"]]
         kind = error_type if tag == "error" else kind
-        _sub(case, tag, None if tag == "skipped" else body, message=r["message"], type=kind)
-    _sub(case, "system-out", body)
-
-
-def _count(parent: ET.Element) -> None:
-    cases = parent.findall(".//testcase")
-    parent.set("tests", str(len(cases)))
-    for attr, tag in _COUNTS:
-        parent.set(attr, str(sum(1 for c in cases if c.find(tag) is not None)))
-    parent.set("time", f"{sum(float(c.get('time') or 0) for c in cases):.3f}")
+        attrs = {"message": r["message"], "type": kind}
+        if tag == "skipped":
+            parts += [_start(tag, attrs, " />"), _CASE_END]
+        else:
+            parts += [_start(tag, attrs), _cdata(body), f"</{tag}>", _CASE_END]
+    parts += ["<system-out>", _cdata(body), "</system-out>\n    </testcase>"]
+    return "".join(parts), tag
 
 
 def _unjudged(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -122,36 +151,66 @@ def _unjudged(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
             and not any(r["status"] in ("fail", "error") for r in n["results"])]
 
 
-def render_junit(doc: Mapping[str, Any]) -> str:
-    """The JUnit XML document (UTF-8, with its declaration) for one judged run."""
+def _totals(cases: list[tuple[str, str | None, str]]) -> dict[str, str]:
+    """tests, failures, errors, skipped and time of (case, its status element, time)."""
+    time = 0.0
+    for _, _, t in cases:
+        time += float(t)
+    tags = [tag for _, tag, _ in cases]
+    return {"tests": str(len(cases)),
+            **{attr: str(tags.count(tag)) for attr, tag in _COUNTS},
+            "time": f"{time:.3f}"}
+
+
+def iter_junit(doc: Mapping[str, Any]) -> Iterator[str]:
+    """The JUnit XML document of :func:`render_junit`, in pieces: one suite at a time, never
+    a tree of every case (a large rack has hundreds of thousands). The text is what
+    ElementTree writes for that tree, indented by ``ET.indent``."""
     run_id, profile = doc.get("run", {}).get("run_id", ""), doc["profile"]["name"]
-    root = ET.Element("testsuites", name=xml_text(f"rackgate {profile} {run_id}"))
     props = {"run_id": run_id, "profile": profile,
              "profile_sha256": doc["profile"].get("sha256"), "rack_verdict": doc["verdict"],
              "revision": str(doc.get("revision", 1))}
-
-    def suite(name: str) -> ET.Element:
-        el = _sub(root, "testsuite", name=name)
-        plist = _sub(el, "properties")
-        for key, value in props.items():
-            _sub(plist, "property", name=key, value=value or "")
-        return el
+    plist = "<properties>" + "".join(
+        "\n      " + _start("property", {"name": key, "value": value or ""}, " />")
+        for key, value in props.items()) + "\n    </properties>"
 
     by_check: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
     for n in doc["nodes"]:
         for r in n["results"]:
             by_check.setdefault(r["check"], []).append((n, r))
-    for check, rows in by_check.items():
-        el = suite(check)
-        for n, r in rows:
-            _case(el, f"rackgate.{check}", n, r)
+    suites: list[tuple[str, str, list[tuple[Mapping[str, Any], Mapping[str, Any], str]]]] = [
+        (check, f"rackgate.{check}", [(n, r, "evidence") for n, r in rows])
+        for check, rows in by_check.items()]
     if unjudged := _unjudged(doc):
-        el = suite("rackgate.verdict")
-        for n in unjudged:
-            reasons = "; ".join(n.get("reasons") or ["node rejected"])
-            _case(el, "rackgate.verdict", n,
-                  {"status": "error", "message": reasons}, error_type="verdict")
-    for el in [*root.findall("testsuite"), root]:
-        _count(el)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
+        suites.append(("rackgate.verdict", "rackgate.verdict", [
+            (n, {"status": "error", "message": "; ".join(n.get("reasons") or
+                                                         ["node rejected"])}, "verdict")
+            for n in unjudged]))
+    # the counts come first, in the root's and each suite's attributes
+    overall: list[tuple[str, str | None, str]] = []
+    for _, _, rows in suites:
+        overall += [("", _ELEMENT[r["status"]][0] if r["status"] in _ELEMENT else None,
+                     seconds(r)) for _, r, _ in rows]
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
+    root = {"name": f"rackgate {profile} {run_id}", **_totals(overall)}
+    if not suites:
+        yield _start("testsuites", root, " />")
+        return
+    yield _start("testsuites", root)
+    for check, classname, rows in suites:
+        cases = []
+        for n, r, error_type in rows:
+            text, tag = _case(classname, n, r, error_type)
+            cases.append((text, tag, seconds(r)))
+        yield "\n  " + _start("testsuite", {"name": check, **_totals(cases)})
+        yield "\n    " + plist
+        for text, _, _ in cases:
+            yield "\n    " + text
+        yield "\n  </testsuite>"
+        del cases
+    yield "\n</testsuites>"
+
+
+def render_junit(doc: Mapping[str, Any]) -> str:
+    """The JUnit XML document (UTF-8, with its declaration) for one judged run."""
+    return "".join(iter_junit(doc))

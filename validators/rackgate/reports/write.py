@@ -5,16 +5,18 @@ knows the file names.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rackgate.model import describe
 from rackgate.reports.html import render_html
-from rackgate.reports.junit import render_junit
+from rackgate.reports.junit import iter_junit
 from rackgate.reports.markdown import render_markdown
-from rackgate.store.evidence import atomic_write, write_json
+from rackgate.store.evidence import atomic_write
 from rackgate.store.manifest import RunError
 
 
@@ -50,6 +52,47 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+_NODES = "\0rackgate:nodes\0"  # where the nodes go in the document's JSON
+
+
+def json_bytes(doc: dict[str, Any]) -> bytearray:
+    """``json.dumps(doc, allow_nan=False) + "\\n"``, encoded, built node by node into one
+    buffer (never the whole text as a str and then again as bytes); ValueError on a NaN or
+    an infinity, as json.dumps.
+
+    >>> doc = {"a": 1, "nodes": [{"n": "x"}, {"n": "y"}], "z": [2.5]}
+    >>> bytes(json_bytes(doc)) == (json.dumps(doc, allow_nan=False) + "\\n").encode()
+    True
+    """
+    if not isinstance(doc.get("nodes"), list):
+        return bytearray((json.dumps(doc, allow_nan=False) + "\n").encode())
+    head, sep, tail = json.dumps({**doc, "nodes": _NODES}, allow_nan=False).partition(
+        json.dumps(_NODES))
+    if not sep or json.dumps(_NODES) in tail:  # the marker is in the document's own text
+        return bytearray((json.dumps(doc, allow_nan=False) + "\n").encode())
+    out = bytearray(head.encode())
+    out += b"["
+    for i, node in enumerate(doc["nodes"]):
+        if i:
+            out += b", "
+        out += json.dumps(node, allow_nan=False).encode()
+    out += b"]"
+    out += (tail + "\n").encode()
+    return out
+
+
+def junit_bytes(doc: dict[str, Any]) -> bytearray:
+    """report.xml, encoded suite by suite into one buffer."""
+    out = bytearray()
+    for piece in iter_junit(doc):
+        out += piece.encode()
+    return out
+
+
+def _encoded(render: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], bytes]:
+    return lambda doc: render(doc).encode()
+
+
 def write_reports(doc: dict[str, Any], out: Path) -> Reports:
     """Write every report of ``doc`` into ``out``. RunError when report.json cannot be
     written, or (after writing the others) when a renderer failed."""
@@ -57,18 +100,21 @@ def write_reports(doc: dict[str, Any], out: Path) -> Reports:
     try:
         out.mkdir(parents=True, exist_ok=True)
         try:  # compact: the C encoder, 4x faster
-            write_json(paths.json, doc, indent=None, allow_nan=False)
+            data = json_bytes(doc)
         except ValueError:  # a NaN or infinity got this far: the report carries null instead
             doc = json_safe(doc)
-            write_json(paths.json, doc, indent=None, allow_nan=False)
+            data = json_bytes(doc)
+        atomic_write(paths.json, data)
+        del data
     except OSError as exc:
         raise RunError(f"cannot write {paths.json}: {exc.strerror or exc}") from None
     failed = []
-    renderers = ((paths.html, render_html), (paths.junit, render_junit),
-                 (paths.summary, render_markdown))
+    renderers: tuple[tuple[Path, Callable[[dict[str, Any]], bytes | bytearray]], ...] = (
+        (paths.html, _encoded(render_html)), (paths.junit, junit_bytes),
+        (paths.summary, _encoded(render_markdown)))
     for path, render in renderers:
         try:
-            atomic_write(path, render(doc).encode())
+            atomic_write(path, render(doc))
         except Exception as exc:  # the other reports are still written
             failed.append(f"{path.name}: {describe(exc)}")
     if failed:

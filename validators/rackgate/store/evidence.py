@@ -113,7 +113,7 @@ def record_problem(doc: Any, host: str, check: str) -> str | None:
     return None
 
 
-def atomic_write(path: Path, data: bytes, *, sync: bool = True,
+def atomic_write(path: Path, data: bytes | bytearray, *, sync: bool = True,
                  mode: int | None = None) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it into place.
 
