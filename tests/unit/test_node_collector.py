@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from rackgate.collect.bundle import on_host, slurm_job
+from rackgate.collect.bundle import Bundle, on_host, slurm_job
 from rackgate.collect.framing import decode
 from rackgate.collect.record import Recorder
 from rackgate.collect.task import Task
@@ -36,6 +36,25 @@ def run_collector(tasks: list[Task], tmp_path: Path, node: str = "n1",
     argv = [sys.executable, *bundle.argv[1:]]
     return subprocess.run(argv, input=bundle.stdin, capture_output=True, text=True,
                           timeout=timeout, check=False, cwd=tmp_path)
+
+
+def start_collector(bundle: Bundle, tmp_path: Path, lock_holds: str
+                    ) -> subprocess.Popen[str]:
+    """The collector of ``bundle`` started in the background, once the node lock's record
+    holds ``lock_holds`` (its first command has taken the lock); bounded wait."""
+    import time
+
+    (tmp_path / f"{id(bundle)}.json").write_text(bundle.stdin)
+    with (tmp_path / f"{id(bundle)}.json").open() as stdin:
+        proc = subprocess.Popen([sys.executable, *bundle.argv[1:]], stdin=stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=tmp_path)
+    lock = tmp_path / "node.lock"
+    deadline = time.monotonic() + 30
+    while lock_holds not in (lock.read_text() if lock.exists() else ""):
+        assert time.monotonic() < deadline, f"the node lock never held {lock_holds!r}"
+        time.sleep(0.1)
+    return proc
 
 
 def task(check: str, argv: tuple[str, ...], tmp_path: Path, timeout_s: int = 20) -> Task:
@@ -174,22 +193,12 @@ def test_a_command_ended_from_outside_stops_the_collector(tmp_path: Path) -> Non
     """A newer attempt of the run ends the command its node lock names (its whole process
     group, SIGTERM): the collector of the older attempt records it and runs nothing more,
     so an orphaned collector never goes on beside the attempt that replaced it."""
-    import os
     import signal
-    import time
 
     tasks = [task("t.long", ("sleep", "60"), tmp_path), task("t.next", ("true",), tmp_path)]
     bundle, _ = on_host("n1", tasks, "tok", "test")
-    (tmp_path / "input.json").write_text(bundle.stdin)
-    with (tmp_path / "input.json").open() as stdin:
-        proc = subprocess.Popen([sys.executable, *bundle.argv[1:]], stdin=stdin,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=tmp_path)
+    proc = start_collector(bundle, tmp_path, "pgid")
     lock = tmp_path / "node.lock"
-    deadline = time.monotonic() + 30
-    while "pgid" not in (lock.read_text() if lock.exists() else ""):
-        assert time.monotonic() < deadline, "the node lock never named its holder"
-        time.sleep(0.1)
     os.killpg(int(lock.read_text().split()[1]), signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
@@ -205,22 +214,13 @@ def test_an_older_attempt_gives_way_to_a_newer_one(tmp_path: Path) -> None:
     attempt's record on the node lock, runs nothing more, instead of ending the newer's
     commands in turn (the same run token: only the attempt orders them)."""
     import signal
-    import time
 
     lock = tmp_path / "node.lock"
     older = [task("t.long", ("sleep", "60"), tmp_path), task("t.next", ("true",), tmp_path)]
     newer = [task("t.long", ("true",), tmp_path), task("t.next", ("sleep", "1"), tmp_path)]
     old_bundle, _ = on_host("n1", older, "run@1000", "older")
     new_bundle, _ = on_host("n1", newer, "run@2000", "newer")
-    (tmp_path / "old.json").write_text(old_bundle.stdin)
-    with (tmp_path / "old.json").open() as stdin:
-        old = subprocess.Popen([sys.executable, *old_bundle.argv[1:]], stdin=stdin,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               cwd=tmp_path)
-    deadline = time.monotonic() + 30
-    while "attempt 1000" not in (lock.read_text() if lock.exists() else ""):
-        assert time.monotonic() < deadline, "the older attempt never took the node lock"
-        time.sleep(0.1)
+    old = start_collector(old_bundle, tmp_path, "attempt 1000")
     new = subprocess.run([sys.executable, *new_bundle.argv[1:]], input=new_bundle.stdin,
                          capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
     out, _ = old.communicate(timeout=60)

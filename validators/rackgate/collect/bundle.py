@@ -53,8 +53,15 @@ class Bundle:
     def bound_s(self) -> int:
         """How long the bundle may take: the slowest node's commands one after the other
         (each at its bound), plus SLURM's queue wait for a job."""
-        slowest = max(sum(bound_of(t) for t in ts) for ts in self.nodes().values())
-        return slowest + (QUEUE_WAIT_S if self.job else 0)
+        return slowest_s(self.members) + (QUEUE_WAIT_S if self.job else 0)
+
+
+def slowest_s(tasks: Sequence[Task]) -> int:
+    """The slowest node's commands of ``tasks``, one after the other, each at its bound."""
+    per_node: dict[str, int] = {}
+    for t in tasks:
+        per_node[t.host] = per_node.get(t.host, 0) + bound_of(t)
+    return max(per_node.values())
 
 
 def bound_of(task: Task) -> int:
@@ -106,10 +113,9 @@ def slurm_job(launch_host: str, tasks: Sequence[Task], token: str, who: str
             raise LaunchError(f"launch: node name {node!r} is not a plain host name")
     stdin, ran = _input(tasks, token, who)
     name = job_name(token)
-    probe = Bundle(launch_host, tuple(tasks), (), stdin, name)
     srun = ["srun", f"--job-name={name}", "--nodes=@READY", "--nodelist=@READY",
             "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--no-kill", "--wait=0",
-            "--input=all", f"--time={math.ceil(probe.bound_s() / 60) + 1}",
+            "--input=all", f"--time={math.ceil((slowest_s(tasks) + QUEUE_WAIT_S) / 60) + 1}",
             f"--immediate={QUEUE_WAIT_S}", *collector_argv()]
     return Bundle(launch_host, tuple(tasks), tuple(when_slurm_ready(nodes, srun, some=True)),
                   stdin, name), ran

@@ -33,7 +33,6 @@ from rackgate.programs.probes import source
 SCHEMA = "rackgate.node-tasks/1"
 MARK = "RGEV1"
 BEGIN, END = "+begin", "+end"  # a node's first and last record
-NOT_RUN = "+notrun"  # the launch host's record of a node SLURM could not run on
 _LINE = re.compile(rf"(?:^|\s){MARK} (\S+) (\S+) (\d+)/(\d+) ([0-9a-f]{{16}}) "
                    r"([A-Za-z0-9+/=]*)\s*\Z")
 _MAX_CHUNKS = 1 << 20  # 800 MB of base64 in one record: nothing real comes near
@@ -57,7 +56,6 @@ class Decoded:
     damaged: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, check) -> why
     begun: set[str] = field(default_factory=set)
     ended: dict[str, str] = field(default_factory=dict)  # node -> why it ended early, or ""
-    not_run: dict[str, str] = field(default_factory=dict)  # node -> why (launch host's word)
     foreign: list[str] = field(default_factory=list)  # records nobody asked for
 
 
@@ -152,14 +150,12 @@ def decode(text: str, expected: Mapping[str, Sequence[str]]) -> Decoded:
     for (node, name), chunks in groups.items():
         known = node in expected
         doc, why = _unframe(chunks)
-        if name in (BEGIN, END, NOT_RUN) and known:
-            if name == BEGIN:
-                out.begun.add(node)
-            elif name == END:
-                out.ended[node] = str((doc or {}).get("why") or "") if doc else \
-                    f"its last record is damaged: {why}"
-            else:
-                out.not_run[node] = str((doc or {}).get("why") or why or "no reason given")
+        if name == BEGIN and known:
+            out.begun.add(node)
+            continue
+        if name == END and known:
+            out.ended[node] = str(doc.get("why") or "") if doc else \
+                f"its last record is damaged: {why}"
             continue
         if not known or name not in expected[node]:
             out.foreign.append(f"{node} {name}")
