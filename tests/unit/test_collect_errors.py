@@ -179,3 +179,25 @@ def test_keep_artifacts_reaches_collection_from_validate(tmp_path: Path) -> None
     assert "Run acceptance commands" in (kept / "stdout").read_text()
     assert any(PYENV in e.read_text() for e in (kept / "job_events").glob("*.json"))
     assert not (kept / "command").exists()  # it records rackgate's whole environment
+
+
+def test_one_collection_is_one_attempt_for_its_items_and_its_node_collector(
+        tmp_path: Path) -> None:
+    """A command that reads a credential runs as an Ansible item, the others through the
+    node collector; both are wrapped in the node lock as the same RUN@ATTEMPT, or one would
+    take the other for an older attempt of the run, and end it or give way to it."""
+    inv = inventory(tmp_path / "inv.yml", {"n1": {"rackgate_bmc_password": SECRET}})
+    store = EvidenceStore(new_run_dir(tmp_path / "runs", "t"))
+    lock = str(tmp_path / "node.lock")
+    tasks = [Task("n1", "x.secret", ("test", "-s", SECRET_FILE), 30,
+                  secret_var="rackgate_bmc_password", lock_file=lock),
+             Task("n1", "x.plain", ("true",), 30, lock_file=lock)]
+    assert collect(tasks, [str(inv)], store) == "successful"
+    attempts = set()
+    for check in ("x.secret", "x.plain"):
+        got, _ = store.read("n1", check)
+        assert (got.outcome, got.rc) == ("completed", 0), got.message
+        assert got.argv[3] == "rackgate-node-lock" and got.argv[4] == lock, got.argv
+        attempts.add(got.argv[6])
+    (attempt,) = attempts
+    assert "@" in attempt, attempt

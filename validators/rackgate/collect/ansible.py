@@ -154,15 +154,18 @@ def _bound_s(tasks: Sequence[Task], forks: int, bundles: Sequence[Bundle] = ()) 
 
 def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
               forks: int, handler: Callable[[dict[str, Any]], bool],
-              stop: Callable[[], bool], who: str, ran: dict[tuple[str, str], tuple[str, ...]],
-              keep_to: Path | None = None, bundles: Sequence[Bundle] = ()) -> tuple[str, str]:
-    """Run the collect playbook over ``tasks`` (each an Ansible item) and ``bundles`` (one
-    command each): (ansible-runner's status, the end of Ansible's output). ``ran`` receives
-    the argv handed to Ansible per (host, check) of ``tasks``; ansible-runner's artifacts
-    are copied to ``keep_to`` when given (:func:`copy_artifacts`)."""
+              stop: Callable[[], bool], who: str, attempt: str,
+              ran: dict[tuple[str, str], tuple[str, ...]], keep_to: Path | None = None,
+              bundles: Sequence[Bundle] = ()) -> tuple[str, str]:
+    """Run the collect playbook over ``tasks`` (each an Ansible item, under the node lock
+    as attempt ``attempt``: :func:`collect.task.attempt_token`) and ``bundles`` (one
+    command each, their members wrapped as the same attempt): (ansible-runner's status,
+    the end of Ansible's output). ``ran`` receives the argv handed to Ansible per (host,
+    check) of ``tasks``; ansible-runner's artifacts are copied to ``keep_to`` when given
+    (:func:`copy_artifacts`)."""
     import ansible_runner  # heavy import, kept out of judging and reporting
 
-    token, attempt = run_token(run_dir), attempt_token(run_dir)
+    token = run_token(run_dir)
     playbook_bin = shutil.which("ansible-playbook")
     if playbook_bin is None:
         return "failed", "ansible-playbook not found: install ansible-core"
@@ -294,21 +297,21 @@ def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStor
             raise ValueError(f"{t.host} {t.check}: needs {t.secret_var} but its argv names "
                              f"no {SECRET_FILE} for it")
     run_dir = store.run_dir
-    token = attempt_token(run_dir)  # the node lock wrappers' RUN@ATTEMPT
+    attempt = attempt_token(run_dir)  # every node lock wrapper of this collection carries it
     who = f"rackgate run {run_dir.name} (control host {socket.gethostname()})"
     items = [t for t in tasks if not bundled(t)]
     per_host: dict[str, list[Task]] = {}
     for t in tasks:
         if bundled(t):
             per_host.setdefault(t.host, []).append(t)
-    made = ([slurm_job(slurm_host, [t for ts in per_host.values() for t in ts], token, who)]
+    made = ([slurm_job(slurm_host, [t for ts in per_host.values() for t in ts], attempt, who)]
             if slurm_host and per_host else
-            [on_host(host, ts, token, who) for host, ts in per_host.items()])
+            [on_host(host, ts, attempt, who) for host, ts in per_host.items()])
     ran = {(t.host, t.check): argv for _, members in made for t, argv in members.items()}
     bundles = {b.host: b for b, _ in made}
     recorder = Recorder(tasks, store, progress, ran, keep=keep_artifacts, bundles=bundles)
     status, tail = _playbook(items, inventory, run_dir, forks=forks, handler=recorder.handle,
-                             stop=stop, who=who, ran=recorder.ran,
+                             stop=stop, who=who, attempt=attempt, ran=recorder.ran,
                              keep_to=run_dir / "ansible-artifacts" if keep_artifacts else None,
                              bundles=list(bundles.values()))
     if stop():
@@ -340,5 +343,6 @@ def release_nodes(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path
         return "successful"
     status, _ = _playbook(noop, inventory, run_dir, forks=forks,
                           handler=lambda e: False, stop=lambda: hurry.hurry,
-                          who=f"rackgate run {run_dir.name} (releasing its nodes)", ran={})
+                          who=f"rackgate run {run_dir.name} (releasing its nodes)",
+                          attempt=attempt_token(run_dir), ran={})
     return status

@@ -77,27 +77,30 @@ def bundled(task: Task) -> bool:
     return not task.on_control and task.secret_var is None
 
 
-def _input(tasks: Sequence[Task], token: str, who: str) -> tuple[str, dict[Task, tuple[str, ...]]]:
-    ran = {t: wrapped(t, token, who) for t in tasks}
+def _input(tasks: Sequence[Task], attempt: str, who: str
+           ) -> tuple[str, dict[Task, tuple[str, ...]]]:
+    ran = {t: wrapped(t, attempt, who) for t in tasks}
     per_node: dict[str, list[tuple[str, Sequence[str], int]]] = {}
     for t in tasks:
         per_node.setdefault(t.host, []).append((t.check, ran[t], bound_of(t)))
     return node_input(per_node), ran
 
 
-def on_host(host: str, tasks: Sequence[Task], token: str, who: str
+def on_host(host: str, tasks: Sequence[Task], attempt: str, who: str
             ) -> tuple[Bundle, dict[Task, tuple[str, ...]]]:
-    """The collector on ``host`` for its ``tasks``, and the argv each member really runs."""
-    stdin, ran = _input(tasks, token, who)
+    """The collector on ``host`` for its ``tasks`` (their node lock wrappers carry
+    ``attempt``: :func:`collect.task.attempt_token`), and the argv each member really runs."""
+    stdin, ran = _input(tasks, attempt, who)
     return Bundle(host, tuple(tasks), tuple(collector_argv(host)), stdin), ran
 
 
 def job_name(token: str) -> str:
-    """The collection job's SLURM name: one per run (``scancel --name`` ends it)."""
+    """The collection job's SLURM name, from the run token (or an attempt of the run,
+    which begins with it): one per run (``scancel --name`` ends it)."""
     return f"{JOB_PREFIX}{token[:12]}"
 
 
-def slurm_job(launch_host: str, tasks: Sequence[Task], token: str, who: str
+def slurm_job(launch_host: str, tasks: Sequence[Task], attempt: str, who: str
               ) -> tuple[Bundle, dict[Task, tuple[str, ...]]]:
     """One srun job on ``launch_host`` running every node's ``tasks`` (one task per node),
     behind the readiness guard; and the argv each member really runs.
@@ -111,8 +114,8 @@ def slurm_job(launch_host: str, tasks: Sequence[Task], token: str, who: str
     for node in nodes:
         if not NODE_NAME.fullmatch(node):
             raise LaunchError(f"launch: node name {node!r} is not a plain host name")
-    stdin, ran = _input(tasks, token, who)
-    name = job_name(token)
+    stdin, ran = _input(tasks, attempt, who)
+    name = job_name(attempt)
     srun = ["srun", f"--job-name={name}", "--nodes=@READY", "--nodelist=@READY",
             "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--no-kill", "--wait=0",
             "--input=all", f"--time={math.ceil((slowest_s(tasks) + QUEUE_WAIT_S) / 60) + 1}",
