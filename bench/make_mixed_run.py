@@ -36,26 +36,34 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
-import multiprocessing
 import os
 import random
 import re
 import sys
 import time
 from collections import Counter
-from datetime import UTC, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import standin_checks
-from make_run import FIXTURES, REPO, T0, host_name, location, node_rng
+from make_run import (
+    FIXTURES,
+    T0,
+    evidence_sizes,
+    host_name,
+    location,
+    node_rng,
+    summarised,
+    synthetic_manifest,
+    write_nodes,
+    write_unreachable,
+)
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.collect.task import KILLED_RC, TIMEOUT_RC, Task, wrapped
 from rackgate.store.evidence import EvidenceStore, write_json
-from rackgate.store.manifest import MANIFEST_SCHEMA, versions
 
 UNREACHABLE = 0.002  # per node: every check unreachable
 OVERRIDE = 0.01  # per node: rackgate_profile_overrides
@@ -256,10 +264,7 @@ class Mixed:
                                 check.timeout_s(params)))
             if unreachable:
                 stats["unreachable"] += 1
-                store.write(host, name, "", argv=argv, outcome="unreachable", rc=None,
-                            started=None, ended=None, duration_s=None, stderr="",
-                            message=f"Failed to connect to the host via ssh: ssh: connect to "
-                                    f"host {host} port 22: No route to host")
+                write_unreachable(store, host, name, argv)
                 continue
             fields: dict[str, Any] = {"argv": argv, "outcome": "completed", "rc": 0,
                                       "stderr": "", "message": ""}
@@ -304,22 +309,6 @@ class Mixed:
         return stats
 
 
-_GEN: Mixed | None = None
-
-
-def _init(run_dir: str, seed: int, profile_raw: dict[str, Any]) -> None:
-    global _GEN
-    _GEN = Mixed(Path(run_dir), seed, profile_raw)
-
-
-def _chunk(bounds: tuple[int, int]) -> Counter[str]:
-    assert _GEN is not None
-    total: Counter[str] = Counter()
-    for i in range(*bounds):
-        total += _GEN.node(i)
-    return total
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", type=Path, help="output run directory (must not exist)")
@@ -341,52 +330,19 @@ def main(argv: list[str] | None = None) -> int:
         override = rng.random() < OVERRIDE
         hosts.append({"name": host_name(i), "location": location(i),
                       "profile_overrides": OVERRIDES if override else {}})
-    started = T0.replace(tzinfo=UTC)
-    manifest: dict[str, Any] = {
-        "schema": MANIFEST_SCHEMA, "run_id": run_dir.name,
-        "started": started.isoformat(timespec="seconds"),
-        "finished": (started + timedelta(hours=2)).isoformat(timespec="seconds"),
-        "resumed": [],
-        "inventory": [f"{REPO}/inventory/bench-{args.nodes} (synthetic: "
-                      "bench/make_mixed_run.py writes no inventory)"],
-        "group": "compute", "limit": None, "checks": CHECKS,
-        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
-                    "document": dict(profile.raw)},
-        "run_dir": str(run_dir.resolve()), "hosts": hosts, **versions(),
-        "ansible_runner_status": "successful",
-    }
+    manifest = synthetic_manifest(run_dir, hosts, CHECKS, profile,
+                                  "bench/make_mixed_run.py")
     write_json(run_dir / "manifest.json", manifest, sync=False)
-    jobs = max(1, min(args.jobs, args.nodes))
-    step = max(1, math.ceil(args.nodes / (jobs * 8)))
-    chunks = [(a, min(a + step, args.nodes)) for a in range(0, args.nodes, step)]
-    stats: Counter[str] = Counter()
-    init_args = (str(run_dir), args.seed, dict(profile.raw))
-    if jobs == 1:
-        _init(*init_args)
-        for c in chunks:
-            stats += _chunk(c)
-    else:
-        with multiprocessing.get_context("fork").Pool(jobs, _init, init_args) as pool:
-            for s in pool.imap_unordered(_chunk, chunks):
-                stats += s
-    out_bytes = meta_bytes = files = 0
-    for entry in os.scandir(run_dir / "evidence"):
-        for fe in os.scandir(entry.path):
-            files += 1
-            if fe.name.endswith(".out"):
-                out_bytes += fe.stat().st_size
-            else:
-                meta_bytes += fe.stat().st_size
+    _, stats = write_nodes(Mixed, (run_dir, args.seed, dict(profile.raw)), args.nodes,
+                           args.jobs)
+    files, out_bytes, meta_bytes = evidence_sizes(run_dir)
     summary = {"run_dir": str(run_dir), "nodes": args.nodes, "checks": CHECKS,
                "seed": args.seed, "generation_s": round(time.perf_counter() - t0, 1),
                "evidence_files": files, "stdout_bytes": out_bytes, "meta_bytes": meta_bytes,
                "bytes_per_node": round((out_bytes + meta_bytes) / args.nodes),
                "overridden_hosts": sum(1 for h in hosts if h["profile_overrides"]),
                "scenarios": dict(sorted(stats.items()))}
-    write_json(run_dir / "bench-generation.json", summary, sync=False)
-    json.dump(summary, sys.stdout, indent=2)
-    print()
-    return 0
+    return summarised(run_dir, summary)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ import standin_checks  # registers the bench.fio_NN stand-ins before any profile
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.collect.task import KILLED_RC, TIMEOUT_RC, Task, wrapped
+from rackgate.profile import Profile
 from rackgate.store.evidence import EvidenceStore, write_json
 from rackgate.store.manifest import MANIFEST_SCHEMA, versions
 
@@ -173,6 +175,15 @@ def node_plan(seed: int, i: int) -> dict[str, Any]:
 OVERRIDES = {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"ref": 80}}}}}
 
 
+def write_unreachable(store: EvidenceStore, host: str, check: str,
+                      argv: tuple[str, ...]) -> None:
+    """``check``'s record on a node Ansible could not reach, in Ansible's words."""
+    store.write(host, check, "", argv=argv, outcome="unreachable", rc=None, started=None,
+                ended=None, duration_s=None, stderr="",
+                message=f"Failed to connect to the host via ssh: ssh: connect to host {host} "
+                        "port 22: No route to host")
+
+
 class Generator:
     def __init__(self, run_dir: Path, checks: list[str], seed: int, profile_raw: dict[str, Any]):
         self.run_dir = run_dir
@@ -225,10 +236,7 @@ class Generator:
             duration = 0.2 if name == "node.identity" else params.runtime_s + rng.uniform(0.8, 1.3)
             if plan["unreachable"]:
                 stats["unreachable"] += 1
-                store.write(host, name, "", argv=argv, outcome="unreachable", rc=None,
-                            started=None, ended=None, duration_s=None, stderr="",
-                            message=f"Failed to connect to the host via ssh: ssh: connect to "
-                                    f"host {host} port 22: No route to host")
+                write_unreachable(store, host, name, argv)
                 continue
             if name == "node.identity":
                 stdout = self.identity_text(i, plan)
@@ -275,12 +283,14 @@ class Generator:
         return stats
 
 
-_GEN: Generator | None = None
+# The writer processes' generator (bench/make_mixed_run.py writes through these too):
+# anything whose node(i) writes node i's evidence and returns its scenario counts.
+_GEN: Any = None
 
 
-def _init(run_dir: str, checks: list[str], seed: int, profile_raw: dict[str, Any]) -> None:
+def _init(factory: Callable[..., Any], args: tuple[Any, ...]) -> None:
     global _GEN
-    _GEN = Generator(Path(run_dir), checks, seed, profile_raw)
+    _GEN = factory(*args)
 
 
 def _chunk(bounds: tuple[int, int]) -> Counter[str]:
@@ -289,6 +299,73 @@ def _chunk(bounds: tuple[int, int]) -> Counter[str]:
     for i in range(*bounds):
         total += _GEN.node(i)
     return total
+
+
+def write_nodes(factory: Callable[..., Any], args: tuple[Any, ...], nodes: int,
+                jobs: int) -> tuple[int, Counter[str]]:
+    """Every node's evidence, written by ``factory(*args).node(i)`` in ``jobs`` forked
+    processes (at most one per node), eight chunks of nodes each: (the processes used,
+    the scenarios' counts)."""
+    jobs = max(1, min(jobs, nodes))
+    step = max(1, math.ceil(nodes / (jobs * 8)))
+    chunks = [(a, min(a + step, nodes)) for a in range(0, nodes, step)]
+    stats: Counter[str] = Counter()
+    if jobs == 1:
+        _init(factory, args)
+        for c in chunks:
+            stats += _chunk(c)
+    else:
+        with multiprocessing.get_context("fork").Pool(jobs, _init, (factory, args)) as pool:
+            for s in pool.imap_unordered(_chunk, chunks):
+                stats += s
+    return jobs, stats
+
+
+def synthetic_manifest(run_dir: Path, hosts: list[dict[str, Any]], checks: list[str],
+                       profile: Profile, writer: str) -> dict[str, Any]:
+    """The manifest of a synthetic run that ``writer`` (a bench script) wrote: as
+    rackgate's own, with no inventory behind it."""
+    started = T0.replace(tzinfo=UTC)
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "run_id": run_dir.name,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": (started + timedelta(hours=2)).isoformat(timespec="seconds"),
+        "resumed": [],
+        "inventory": [f"{REPO}/inventory/bench-{len(hosts)} (synthetic: {writer} "
+                      "writes no inventory)"],
+        "group": "compute",
+        "limit": None,
+        "checks": checks,
+        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
+                    "document": dict(profile.raw)},
+        "run_dir": str(run_dir.resolve()),
+        "hosts": hosts,
+        **versions(),
+        "ansible_runner_status": "successful",
+    }
+
+
+def summarised(run_dir: Path, summary: dict[str, Any]) -> int:
+    """Write the generation's ``summary`` beside the run (bench-generation.json) and print
+    it; 0, the script's exit status."""
+    write_json(run_dir / "bench-generation.json", summary, sync=False)
+    json.dump(summary, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+def evidence_sizes(run_dir: Path) -> tuple[int, int, int]:
+    """The run's evidence: (files, bytes of stdout files, bytes of record files)."""
+    out_bytes = meta_bytes = files = 0
+    for entry in os.scandir(run_dir / "evidence"):
+        for f in os.scandir(entry.path):
+            files += 1
+            if f.name.endswith(".out"):
+                out_bytes += f.stat().st_size
+            else:
+                meta_bytes += f.stat().st_size
+    return files, out_bytes, meta_bytes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,50 +396,13 @@ def main(argv: list[str] | None = None) -> int:
         plan = node_plan(args.seed, i)
         hosts.append({"name": host_name(i), "location": location(i),
                       "profile_overrides": OVERRIDES if plan["override"] else {}})
-    started = T0.replace(tzinfo=UTC)
-    manifest: dict[str, Any] = {
-        "schema": MANIFEST_SCHEMA,
-        "run_id": run_dir.name,
-        "started": started.isoformat(timespec="seconds"),
-        "finished": (started + timedelta(hours=2)).isoformat(timespec="seconds"),
-        "resumed": [],
-        "inventory": [f"{REPO}/inventory/bench-{args.nodes} (synthetic: bench/make_run.py "
-                      "writes no inventory)"],
-        "group": "compute",
-        "limit": None,
-        "checks": checks,
-        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
-                    "document": dict(profile.raw)},
-        "run_dir": str(run_dir.resolve()),
-        "hosts": hosts,
-        **versions(),
-        "ansible_runner_status": "successful",
-    }
+    manifest = synthetic_manifest(run_dir, hosts, checks, profile, "bench/make_run.py")
     write_json(run_dir / "manifest.json", manifest, sync=False)
 
-    jobs = max(1, min(args.jobs, args.nodes))
-    step = max(1, math.ceil(args.nodes / (jobs * 8)))
-    chunks = [(a, min(a + step, args.nodes)) for a in range(0, args.nodes, step)]
-    stats: Counter[str] = Counter()
-    init_args = (str(run_dir), checks, args.seed, dict(profile.raw))
-    if jobs == 1:
-        _init(*init_args)
-        for c in chunks:
-            stats += _chunk(c)
-    else:
-        with multiprocessing.get_context("fork").Pool(jobs, _init, init_args) as pool:
-            for s in pool.imap_unordered(_chunk, chunks):
-                stats += s
+    jobs, stats = write_nodes(Generator, (run_dir, checks, args.seed, dict(profile.raw)),
+                              args.nodes, args.jobs)
     elapsed = time.perf_counter() - t0
-
-    out_bytes = meta_bytes = files = 0
-    for entry in os.scandir(run_dir / "evidence"):
-        for f in os.scandir(entry.path):
-            files += 1
-            if f.name.endswith(".out"):
-                out_bytes += f.stat().st_size
-            else:
-                meta_bytes += f.stat().st_size
+    files, out_bytes, meta_bytes = evidence_sizes(run_dir)
     summary = {
         "run_dir": str(run_dir),
         "nodes": args.nodes,
@@ -379,10 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         "overridden_hosts": sum(1 for h in hosts if h["profile_overrides"]),
         "scenarios": dict(sorted(stats.items())),
     }
-    write_json(run_dir / "bench-generation.json", summary, sync=False)
-    json.dump(summary, sys.stdout, indent=2)
-    print()
-    return 0
+    return summarised(run_dir, summary)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,10 @@ def fake_sinfo(tmp_path: Path, lines: str, rc: int = 0) -> dict[str, str]:
     return {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
 
 
-def guard(env: dict[str, str], nodes: tuple[str, ...] = ("n1", "n2")
+def guard(env: dict[str, str], nodes: tuple[str, ...] = ("n1", "n2"),
+          command: tuple[str, ...] = ("echo", "launched"), some: bool = False
           ) -> subprocess.CompletedProcess[str]:
-    argv = when_slurm_ready(nodes, ["echo", "launched"])
+    argv = when_slurm_ready(nodes, list(command), some=some)
     return subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True,
                           text=True, timeout=60, check=False)
 
@@ -99,10 +100,7 @@ def test_node_names_are_plain_host_names() -> None:
 
 def some(env: dict[str, str], nodes: tuple[str, ...] = ("n1", "n2", "n3")
          ) -> subprocess.CompletedProcess[str]:
-    argv = when_slurm_ready(nodes, ["echo", "--nodes=@READY", "--nodelist=@READY", "x"],
-                            some=True)
-    return subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    return guard(env, nodes, ("echo", "--nodes=@READY", "--nodelist=@READY", "x"), some=True)
 
 
 def test_some_runs_on_the_ready_nodes_and_names_the_others(tmp_path: Path) -> None:
