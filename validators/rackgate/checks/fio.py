@@ -294,8 +294,7 @@ _RANDOM: dict[str, Direction] = {"read_iops": "higher", "read_p99_ms": "lower"}
 
 
 def _check(name: str, rw: str, params: type[FioParams], metrics: Mapping[str, Direction],
-           judge: Any,
-           description: str, baseline: tuple[tuple[str, str], ...],
+           judge: Any, description: str, baseline: tuple[tuple[str, str], ...],
            pfs: bool = False) -> Check:
     short = name.removeprefix("fio.").removeprefix("pfs.")
     if pfs:
