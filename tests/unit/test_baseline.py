@@ -227,7 +227,8 @@ def test_checks_without_site_figures_are_listed_with_the_reason(tmp_path, fixtur
 
 
 def test_an_inventory_override_of_a_baselined_threshold_is_noted(tmp_path, fixture_text):
-    own = {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"ref": 90}}}}}
+    own = {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {
+        "ref": 90, "basis": "n2's scratch disk is an older model (a test figure)"}}}}}
     run = stored(tmp_path, fixture_text, {"n1": 1.0, "n2": 1.0}, overrides={"n2": own})
     (note,) = baseline(report(run), ["n1"]).notes
     assert note.startswith("host n2 overrides fio.seq_read.read_bw in the inventory")

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rackgate.checks import load_profile
+from rackgate.checks import CATALOG, REGISTRY, load_profile
 from rackgate.profile import ProfileError, available_profiles
 
 GOOD = {
@@ -118,3 +119,45 @@ def test_overrides_merge_deeply_and_are_validated(tmp_path):
         p.with_overrides({"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"ref": 0}}}}},
                          "host_vars of n1")
     assert p.with_overrides({}, "nothing") is p
+
+
+def test_each_metric_declares_its_direction_and_the_shipped_profiles_agree():
+    """Every metric a check judges is a floor ("higher" is better) or a ceiling ("lower"),
+    and every shipped threshold is one, as its check declares."""
+    for name, spec in CATALOG.items():
+        assert set(spec.better) == spec.metrics | spec.optional_metrics, name
+    for name in available_profiles():
+        for check, cp in load_profile(name).model.checks.items():
+            for metric, t in cp.thresholds.items():
+                floor = REGISTRY[check].better[metric] == "higher"
+                assert (t.min_ratio is not None, t.max_ratio is not None) == (floor, not floor)
+    with pytest.raises(ValueError, match="better must name every metric it judges"):
+        replace(REGISTRY["fio.seq_read"], better={})
+
+
+def test_an_override_tightens_freely_and_every_change_is_kept_in_order(tmp_path):
+    p = load_profile(write(tmp_path, GOOD))
+    once = p.with_overrides({"checks": {"fio.seq_read": {"thresholds": {"read_bw": {
+        "min_ratio": 0.9}}}}}, "overrides a.yaml")
+    twice = once.with_overrides({"checks": {"fio.seq_read": {"thresholds": {"read_bw": {
+        "min_ratio": 0.95}}}}}, "overrides b.yaml")
+    assert p.changes == () and len(once.changes) == 1
+    first, second = twice.changes
+    assert (first.origin, first.old.min_ratio, first.new.min_ratio) == ("overrides a.yaml",
+                                                                        0.8, 0.9)
+    assert (second.origin, second.old.min_ratio, second.new.min_ratio, second.loosens) == (
+        "overrides b.yaml", 0.9, 0.95, ())
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"unit": "GB/s", "basis": "the same figure in GB/s (a test)"},
+     r"read_bw.unit: an override cannot change a threshold's unit \('MB/s' -> 'GB/s'\)"),
+    ({"ceiling": 9000}, r"loosens it \(physical limit 7,000 MB/s -> 9,000 MB/s\)"),
+    ({"limit": False}, r"loosens it \(physical limit 7,000 MB/s -> none\)"),
+])
+def test_an_override_may_not_change_a_unit_or_raise_a_physical_limit_silently(tmp_path, entry,
+                                                                              message):
+    p = load_profile(write(tmp_path, GOOD))
+    with pytest.raises(ProfileError, match=message):
+        p.with_overrides({"checks": {"fio.seq_read": {"thresholds": {"read_bw": entry}}}},
+                         "overrides x.yaml")

@@ -1,18 +1,26 @@
 """Profiles as the command line names them: a shipped profile or a file, with overrides
 files (partial profiles in YAML, such as ``rackgate baseline`` writes) merged over it.
-Every refusal is a RunError naming the file and the field (CLI exit 2).
+Every refusal is a RunError naming the file and the field (CLI exit 2), before anything
+runs: a threshold made meaningless (``rackgate.thresholds``: not finite, a floor turned into
+a ceiling, a ratio out of its range), or loosened without a basis of its own.
+
+The thresholds the files changed are kept with the profile (``Profile.changes``), recorded
+in the run's manifest (:func:`profile_record`) and read back with it
+(:func:`recorded_changes`), so that every report of the run lists them, old and new.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from rackgate.checks import load_profile
 from rackgate.profile import Profile, ProfileError
 from rackgate.store.manifest import RunError
+from rackgate.thresholds import ThresholdChange
 
 
 def load_profile_or_fail(name: str, overrides_files: Sequence[Path] = ()) -> Profile:
@@ -54,3 +62,23 @@ def apply_overrides(profile: Profile, files: Sequence[Path]) -> Profile:
         except ProfileError as exc:
             raise RunError(str(exc)) from None
     return profile
+
+
+def profile_record(profile: Profile) -> dict[str, Any]:
+    """The manifest's ``profile``: name, source, sha256, the document (overrides merged in)
+    and, when its overrides changed any, the thresholds they changed (``changes``)."""
+    return {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
+            "document": dict(profile.raw),
+            **({"changes": [c.to_doc() for c in profile.changes]} if profile.changes else {})}
+
+
+def recorded_changes(record: Mapping[str, Any], run_dir: Path) -> tuple[ThresholdChange, ...]:
+    """The threshold changes a manifest's ``profile`` records (none when it has none);
+    RunError naming the manifest and the field."""
+    docs = record.get("changes", [])
+    try:
+        if not isinstance(docs, list):
+            raise ValueError(f"must be a list, got {type(docs).__name__}")
+        return tuple(ThresholdChange.from_doc(d) for d in docs)
+    except ValueError as exc:
+        raise RunError(f"{run_dir / 'manifest.json'}: field profile.changes: {exc}") from None

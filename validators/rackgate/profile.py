@@ -5,12 +5,17 @@ Every threshold carries a reference value, pass ratios and the ``basis`` that ex
 the number, so a report can show both the verdict and the physics behind it.
 Unknown keys are refused, as are checks the registry does not know and metrics a
 check does not judge: a typo must not silently disable a threshold.
+Every threshold is a floor or a ceiling as its check declares (``Check.better``), its
+figures finite and its ratio in the range ``rackgate.thresholds`` sets, so that no file can
+remove a threshold by making it meaningless.
 
 The ``hardware:`` blocks (GPUs, their NVLink topology and PCIe link, NICs, power supplies,
 storage) are defined in ``rackgate.hardware`` and re-exported here.
 
 Inventory variables may override parts of a profile per host or group
-(``rackgate_profile_overrides``, deep-merged, then validated again).
+(``rackgate_profile_overrides``, deep-merged, then validated again), as ``--overrides``
+files do (``rackgate.overrides``). An override that loosens a threshold gives its basis, and
+the profile keeps every threshold its overrides changed (``Profile.changes``).
 
 The rack-level judgements (peer comparison, version drift, duplicate identities) are
 configured in the ``rack:`` section, each figure with its basis; the settings in
@@ -27,12 +32,12 @@ import copy
 import functools
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rackgate.hardware import GpuSpec as GpuSpec  # re-exported: profiles' hardware blocks
 from rackgate.hardware import Hardware as Hardware
@@ -40,6 +45,15 @@ from rackgate.hardware import NicSpec as NicSpec
 from rackgate.hardware import PowerCap as PowerCap
 from rackgate.hardware import PsuSpec as PsuSpec
 from rackgate.hardware import StorageSpec as StorageSpec
+from rackgate.thresholds import (
+    Direction,
+    ThresholdChange,
+    band_problems,
+    changes,
+    override_entries,
+    override_problems,
+)
+from rackgate.thresholds import Threshold as Threshold  # re-exported: the checks' thresholds
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 COMMON_RACK = PROFILE_DIR / "common" / "rack.yaml"  # rack-level settings every profile gets
@@ -49,57 +63,6 @@ class ProfileError(ValueError):
     """A profile was refused; the message names the file, the field and why."""
 
 
-class Threshold(BaseModel):
-    """Pass band for one metric, as ratios of a reference value.
-
-    >>> t = Threshold(unit="GB/s", ref=50, min_ratio=0.9, limit=True,
-    ...               basis="NDR 400 Gb/s = 50 GB/s per port")
-    >>> t.lower_bound
-    45.0
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    unit: str = Field(min_length=1)
-    ref: float = Field(gt=0, description="reference value: a physical limit or a nominal figure")
-    min_ratio: float | None = Field(default=None, gt=0, description="pass at >= ref * min_ratio")
-    max_ratio: float | None = Field(default=None, gt=0, description="pass at <= ref * max_ratio")
-    limit: bool = Field(default=False, description="ref is a physical limit: report % of it")
-    ceiling: float | None = Field(
-        default=None, gt=0,
-        description="the highest value a real measurement can have, when it is not ref "
-                    "itself (with limit: true, ref is the ceiling); a figure above it "
-                    "(x1.05) is implausible evidence, an error. Its derivation goes in basis")
-    basis: str = Field(min_length=10, description="where the number comes from")
-
-    @model_validator(mode="after")
-    def _one_bound(self) -> Threshold:
-        if self.min_ratio is None and self.max_ratio is None:
-            raise ValueError("a threshold needs min_ratio, max_ratio or both")
-        if self.min_ratio is not None and self.max_ratio is not None \
-                and self.min_ratio > self.max_ratio:
-            raise ValueError(f"min_ratio {self.min_ratio} is above max_ratio {self.max_ratio}")
-        if self.ceiling is not None and self.ceiling < self.ref:
-            raise ValueError(f"ceiling {self.ceiling} is below ref {self.ref}: no measurement "
-                             f"could reach the reference")
-        return self
-
-    @property
-    def plausible_max(self) -> float | None:
-        """The physical ceiling of the metric: ``ceiling``, else ``ref`` when it is a limit."""
-        if self.ceiling is not None:
-            return self.ceiling
-        return self.ref if self.limit else None
-
-    @property
-    def lower_bound(self) -> float | None:
-        return None if self.min_ratio is None else self.ref * self.min_ratio
-
-    @property
-    def upper_bound(self) -> float | None:
-        return None if self.max_ratio is None else self.ref * self.max_ratio
-
-
 class Figure(BaseModel):
     """A number a rack-level judgement works with, and where it comes from.
 
@@ -107,7 +70,7 @@ class Figure(BaseModel):
     3.5
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     value: float
     basis: str = Field(min_length=10, description="where the number comes from")
@@ -131,6 +94,8 @@ class CheckSpec(Protocol):
     @property
     def params_model(self) -> type[BaseModel]: ...
     @property
+    def better(self) -> Mapping[str, Direction]: ...  # each metric: its threshold's direction
+    @property
     def collected(self) -> bool: ...  # a command runs for it (False: a rack-level judgement)
 
 
@@ -151,13 +116,15 @@ class ProfileModel(BaseModel):
 
 @dataclass(frozen=True)
 class Profile:
-    """A validated profile and where it came from."""
+    """A validated profile, where it came from, and every threshold its overrides changed
+    (in the order they were merged in: the manifest and the reports list them)."""
 
     model: ProfileModel
     source: str
     sha256: str
     raw: Mapping[str, Any]
     catalog: Catalog = field(default_factory=dict, compare=False, repr=False)
+    changes: tuple[ThresholdChange, ...] = ()
 
     @property
     def name(self) -> str:
@@ -170,14 +137,25 @@ class Profile:
         return self.model.rack.get(name)
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> Profile:
-        """This profile with ``overrides`` deep-merged in, validated again."""
+        """This profile with ``overrides`` deep-merged in, validated again; the thresholds
+        it changes are added to ``changes``. ProfileError for an override that loosens a
+        threshold without a basis of its own, or changes its unit
+        (``rackgate.thresholds.override_problems``)."""
         if not overrides:
             return self
         if not isinstance(overrides, Mapping):
             raise ProfileError(f"{origin}: rackgate_profile_overrides must be a mapping, "
                                f"got {type(overrides).__name__}")
         merged = deep_merge(dict(self.raw), overrides)
-        return profile_from_document(merged, f"{self.source} + {origin}", self.catalog)
+        out = profile_from_document(merged, f"{self.source} + {origin}", self.catalog)
+        made = changes(_thresholds(self.model), _thresholds(out.model), origin)
+        if problems := override_problems(made, override_entries(overrides)):
+            raise ProfileError("\n".join([f"profile {out.source} is invalid:", *problems]))
+        return replace(out, changes=(*self.changes, *made))
+
+
+def _thresholds(model: ProfileModel) -> dict[str, dict[str, Threshold]]:
+    return {name: dict(cp.thresholds) for name, cp in model.checks.items()}
 
 
 def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -220,10 +198,13 @@ def _section_problems(where: str, name: str, cp: CheckProfile, spec: CheckSpec |
         return [f"  {where}.{name}: unknown check (known: {', '.join(sorted(known_names))})"]
     problems = []
     known = spec.metrics | spec.optional_metrics
-    for metric in cp.thresholds:
+    for metric, threshold in cp.thresholds.items():
         if metric not in known:
             problems.append(f"  {where}.{name}.thresholds.{metric}: the check judges "
                             f"no such metric (it judges: {', '.join(sorted(known))})")
+            continue
+        problems += [f"  {where}.{name}.thresholds.{metric}.{key}: {why}"
+                     for key, why in band_problems(threshold, spec.better[metric])]
     for metric in sorted(spec.metrics - set(cp.thresholds)):
         if cp.enabled:
             problems.append(f"  {where}.{name}.thresholds.{metric}: missing; an "

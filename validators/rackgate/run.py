@@ -30,7 +30,7 @@ from rackgate.fabric.plan import FabricPlan, PlanError, plan_from_document
 from rackgate.inventory import Inventory, load_inventory, place_from_text, place_of
 from rackgate.judge.run import judge_stored
 from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
-from rackgate.overrides import apply_overrides
+from rackgate.overrides import apply_overrides, profile_record, recorded_changes
 from rackgate.placement import (
     ACROSS_NODES,
     NO_LAUNCH_HOST,
@@ -121,8 +121,7 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
         "group": group,
         "limit": limit,
         "checks": [c.name for c in selected],
-        "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
-                    "document": dict(profile.raw)},
+        "profile": profile_record(profile),
         "run_dir": str(run_dir.resolve()),
         "hosts": [{"name": h, "location": inv.location(h), "place": inv.place(h),
                    "profile_overrides": overrides[h]} for h in hosts],
@@ -263,12 +262,14 @@ def _recorded_overrides(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
-    """The profile a run's manifest records, validated again."""
+    """The profile a run's manifest records, validated again, with the threshold changes
+    its overrides files made (``overrides.recorded_changes``)."""
     try:
-        return profile_from_document(manifest["profile"]["document"],
-                                     _recorded_source(manifest, run_dir))
+        profile = profile_from_document(manifest["profile"]["document"],
+                                        _recorded_source(manifest, run_dir))
     except ProfileError as exc:
         raise RunError(str(exc)) from None
+    return replace(profile, changes=recorded_changes(manifest["profile"], run_dir))
 
 
 def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,

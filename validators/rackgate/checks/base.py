@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rackgate.figures import figure, with_unit
 from rackgate.model import Better, Judgement, Result, Status
 from rackgate.profile import Hardware, Threshold
+from rackgate.thresholds import Direction, band
 
 
 class Scope(StrEnum):
@@ -143,8 +144,19 @@ class Check:
     # baseline``): (metric, where a result holds its figure: "measured", or a key of the
     # result's details). Limits (safety, health, counts, line rates) are never declared.
     baseline: tuple[tuple[str, str], ...] = ()
+    # Which way each metric it judges (metrics and optional_metrics) improves: "higher" (its
+    # threshold is a floor, min_ratio) or "lower" (a ceiling, max_ratio). A profile's
+    # threshold that says otherwise is refused (rackgate.thresholds.band_problems).
+    better: Mapping[str, Direction] = field(default_factory=dict, compare=False)
 
     collected = True  # a command runs for it: the plan collects evidence for it
+
+    def __post_init__(self) -> None:
+        judged = self.metrics | self.optional_metrics
+        if set(self.better) != judged:
+            raise ValueError(f"check {self.name}: better must name every metric it judges "
+                             f"({', '.join(sorted(judged)) or 'none'}), got "
+                             f"{', '.join(sorted(self.better)) or 'none'}")
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,7 @@ class RackCheck:
     tags: frozenset[str] = frozenset({"rack"})
     metrics: frozenset[str] = frozenset()  # figures are params (with a basis), not thresholds
     optional_metrics: frozenset[str] = frozenset()
+    better: Mapping[str, Direction] = field(default_factory=dict, compare=False)
     scope: Scope = Scope.RACK
     collected = False  # nothing is run for it: it judges what the other checks collected
 
@@ -219,17 +232,10 @@ def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
     why = implausible(measured, threshold, what)
     if why is not None:
         return Judgement(Status.ERROR, why, None, threshold.unit)
-    parts = []
-    ok = True
     lo, hi, unit = threshold.lower_bound, threshold.upper_bound, threshold.unit
     ref = with_unit(threshold.ref, unit)
-    if lo is not None and threshold.min_ratio is not None:
-        parts.append(f">= {with_unit(lo, unit)} ({figure(threshold.min_ratio)} x {ref})")
-        ok = ok and measured >= lo
-    if hi is not None and threshold.max_ratio is not None:
-        parts.append(f"<= {with_unit(hi, unit)} ({figure(threshold.max_ratio)} x {ref})")
-        ok = ok and measured <= hi
-    expected = " and ".join(parts)
+    ok = (lo is None or measured >= lo) and (hi is None or measured <= hi)
+    expected = band(threshold)
     percent = 100.0 * measured / threshold.ref if threshold.limit else None
     of_limit = f", {percent:.0f}% of the {ref} limit" if percent is not None else ""
     verb = "meets" if ok else "misses"

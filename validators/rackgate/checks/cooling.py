@@ -241,6 +241,7 @@ CHECKS = (
         description="Liquid-cooling CDU: no leak, healthy, supply/return temperature and flow",
         params_model=CduParams,
         metrics=frozenset(_METRICS),
+        better={m: "higher" if m == "flow_lpm" else "lower" for m in _METRICS},
         command=cdu_command,
         parse=parse_redfish_cooling,
         judge=judge_cdu,

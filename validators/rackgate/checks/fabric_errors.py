@@ -274,6 +274,7 @@ CHECK = Check(
     params_model=FabricErrorsParams,
     metrics=REQUIRED,
     optional_metrics=frozenset(METRIC.values()) - REQUIRED,
+    better={m: "lower" for m in METRIC.values()},  # a rise of an error counter
     command=fabric_errors_command,
     parse=parse_ibcounters,
     judge=judged_against_the_plan,

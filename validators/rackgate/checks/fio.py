@@ -30,6 +30,7 @@ from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.fio import FioDirection, FioJob, FioRun, parse_fio_json
 from rackgate.profile import Hardware, Threshold
+from rackgate.thresholds import Direction
 
 DEFAULT_SCRATCH = "/var/tmp/rackgate"
 _SIZE = r"^[1-9][0-9]*[KMGT]?$"
@@ -286,10 +287,14 @@ def room_bytes(p: FioParams) -> int:
 _READ_BW = (("read_bw", "measured"),)
 _WRITE_BW = (("write_bw", "measured"),)
 _RAND = (("read_iops", "measured"), ("read_p99_ms", "clat_p99_ms"))
+# Which way each figure improves (``Check.better``): bandwidth and IOPS up, latency down.
+_READ: dict[str, Direction] = {"read_bw": "higher"}
+_WRITE: dict[str, Direction] = {"write_bw": "higher"}
+_RANDOM: dict[str, Direction] = {"read_iops": "higher", "read_p99_ms": "lower"}
 
 
-def _check(name: str, rw: str, params: type[FioParams], metrics: set[str], judge: Any,
-           description: str, baseline: tuple[tuple[str, str], ...],
+def _check(name: str, rw: str, params: type[FioParams], metrics: Mapping[str, Direction],
+           judge: Any, description: str, baseline: tuple[tuple[str, str], ...],
            pfs: bool = False) -> Check:
     short = name.removeprefix("fio.").removeprefix("pfs.")
     if pfs:
@@ -311,25 +316,25 @@ def _check(name: str, rw: str, params: type[FioParams], metrics: set[str], judge
         description=description, params_model=params, metrics=frozenset(metrics),
         command=command, parse=parse_fio_json, needs=needs,
         judge=judge, applies=_no_pfs if pfs else (lambda hw: None),
-        baseline=baseline,
+        baseline=baseline, better=metrics,
     )
 
 
 CHECKS = (
-    _check("fio.seq_read", "read", SeqReadParams, {"read_bw"}, judge_seq_read,
+    _check("fio.seq_read", "read", SeqReadParams, _READ, judge_seq_read,
            "Sequential read bandwidth on the node's scratch path (fio, 1 MiB blocks)",
            _READ_BW),
-    _check("fio.seq_write", "write", SeqWriteParams, {"write_bw"}, judge_seq_write,
+    _check("fio.seq_write", "write", SeqWriteParams, _WRITE, judge_seq_write,
            "Sequential write bandwidth on the node's scratch path (fio, 1 MiB blocks)",
            _WRITE_BW),
-    _check("fio.rand_read", "randread", RandReadParams, {"read_iops", "read_p99_ms"},
+    _check("fio.rand_read", "randread", RandReadParams, _RANDOM,
            judge_rand_read, "Random 4 KiB read IOPS and p99 latency on the scratch path",
            _RAND),
-    _check("fio.checkpoint", "write", CheckpointParams, {"write_bw"}, judge_checkpoint,
+    _check("fio.checkpoint", "write", CheckpointParams, _WRITE, judge_checkpoint,
            "Checkpoint-like sequential writes with fsync on the scratch path", _WRITE_BW),
-    _check("fio.pfs.seq_read", "read", SeqReadParams, {"read_bw"}, judge_seq_read,
+    _check("fio.pfs.seq_read", "read", SeqReadParams, _READ, judge_seq_read,
            "Sequential read bandwidth on the parallel file system", _READ_BW, pfs=True),
-    _check("fio.pfs.checkpoint", "write", CheckpointParams, {"write_bw"}, judge_checkpoint,
+    _check("fio.pfs.checkpoint", "write", CheckpointParams, _WRITE, judge_checkpoint,
            "Checkpoint-like writes with fsync on the parallel file system", _WRITE_BW,
            pfs=True),
 )

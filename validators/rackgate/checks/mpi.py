@@ -213,7 +213,7 @@ CHECKS = (
         name=NAME, scope=Scope.RACK, tags=frozenset({"mpi", "fabric", "multinode"}),
         description="MPI_Allreduce bandwidth across the nodes, launched through the "
                     "scheduler (srun) or mpirun",
-        params_model=AllreduceParams, metrics=frozenset({"busbw"}),
+        params_model=AllreduceParams, metrics=frozenset({"busbw"}), better={"busbw": "higher"},
         command=allreduce_command,
         parse=parse_mpi_allreduce, judge=judge_allreduce, runs_on="launcher",
         judge_nodes=judge_nodes,

@@ -383,7 +383,7 @@ def _check(op: str, what: str) -> Check:
         description=f"nccl-tests {op}_perf over the node's GPUs: {what}; busbw at the "
                     "largest sizes against the NVLink limit, #wrong",
         params_model=NcclParams, metrics=frozenset(), optional_metrics=frozenset({"busbw"}),
-        command=_command(op), parse=parse_nccl_tests,
+        better={"busbw": "higher"}, command=_command(op), parse=parse_nccl_tests,
         judge=judge_nccl, applies=nccl_applies, baseline=(("busbw", "measured"),))
 
 

@@ -365,6 +365,7 @@ CHECKS = (
         description="nccl-tests all_reduce_perf across the nodes through srun (optionally one "
                     "job per rail): busbw at the largest sizes against the fabric threshold",
         params_model=NcclFabricParams, metrics=frozenset(), optional_metrics=frozenset({"busbw"}),
+        better={"busbw": "higher"},
         command=fabric_command, parse=parse_fabric,
         # on every node: each rail's job runs on its HCA (NCCL_IB_HCA=<hca>:<port>)
         needs=lambda p, hv: HostNeeds(rdma_devices=tuple(h.split(":")[0] for h in p.rail_hcas)),

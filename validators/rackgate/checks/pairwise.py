@@ -60,6 +60,7 @@ from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import CLIENT_MARK, PairOutput, PairwiseRun, parse_pairwise
 from rackgate.parsers.perftest import parse_ib_write_bw
 from rackgate.profile import Hardware, Threshold
+from rackgate.thresholds import FLOOR_RATIOS
 
 NAME = "fabric.pairwise_bw"
 # What each task of a pair's srun job runs: ``bash -c PAIR_TASK rackgate-pair <server>
@@ -80,8 +81,9 @@ class PairwiseParams(Params):
     duration_s: int = Field(default=5, ge=1, le=600, description="ib_write_bw -D")
     tcp_port: int = Field(default=18515, ge=1024, le=65535,
                           description="perftest's out-of-band port (-p)")
-    min_ratio: float = Field(default=DEFAULT_MIN_RATIO, gt=0, le=1,
-                             description="pass ratio of the line rate, without a bw threshold")
+    min_ratio: float = Field(default=DEFAULT_MIN_RATIO, ge=FLOOR_RATIOS[0], le=FLOOR_RATIOS[1],
+                             description="pass ratio of the line rate, without a bw threshold "
+                                         "(a floor: rackgate.thresholds.FLOOR_RATIOS)")
     queue_wait_s: int = Field(default=60, ge=1)
     pair_timeout_s: int = Field(default=120, ge=10, le=3600)
     timeout_s: int = Field(default=3600, ge=10, description="the whole schedule: about "
@@ -249,6 +251,7 @@ CHECKS = (
         description="ib_write_bw between every pair of nodes (round-robin rounds, pairs of a "
                     "round in parallel, through srun): the N x N matrix against line rate",
         params_model=PairwiseParams, metrics=frozenset(), optional_metrics=frozenset({"bw"}),
+        better={"bw": "higher"},
         command=pairwise_command, parse=parse_pairwise,
         # on every node: the job's tasks run ib_write_bw on this device
         needs=lambda p, hv: HostNeeds(tools=("ib_write_bw",), rdma_devices=(p.device,)),

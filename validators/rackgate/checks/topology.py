@@ -53,6 +53,7 @@ from rackgate.parsers.dcgm import DcgmDiag, parse_dcgm_diag
 from rackgate.parsers.nvlink import NvLinkStatus, parse_nvlink_status
 from rackgate.parsers.topology import PCIE_RANK, TopoMatrix, parse_topo_matrix
 from rackgate.profile import Hardware, Threshold
+from rackgate.thresholds import FLOOR_RATIOS
 
 _AFFINITY_STATUS = {"PIX": Status.PASS, "PXB": Status.PASS, "PHB": Status.WARN,
                     "NODE": Status.WARN, "SYS": Status.FAIL}
@@ -144,8 +145,9 @@ def judge_affinity(m: TopoMatrix, params: AffinityParams, thresholds: Mapping[st
 # --- gpu.nvlink ---------------------------------------------------------------------------
 
 class NvLinkParams(Params):
-    min_speed_ratio: float = Field(default=1.0, gt=0, le=1.0,
-                                   description="pass at >= ratio x nominal per-link GB/s")
+    min_speed_ratio: float = Field(default=1.0, ge=FLOOR_RATIOS[0], le=FLOOR_RATIOS[1],
+                                   description="pass at >= ratio x nominal per-link GB/s (a "
+                                               "floor: rackgate.thresholds.FLOOR_RATIOS)")
 
 
 # nvidia-smi prints a link's signalling rate, a few percent above the nominal data rate

@@ -2,7 +2,9 @@
 
 ``report_document`` builds the JSON report (schema ``rackgate.report/1``, see
 docs/report-schema.md); the HTML report is rendered from that same document, so the
-two cannot disagree.
+two cannot disagree. Every threshold an override changed is in it (``profile.changes``,
+``nodes[].threshold_changes``), and :func:`changed_thresholds` is how the HTML, Markdown and
+JUnit reports list them.
 """
 
 from __future__ import annotations
@@ -35,7 +37,14 @@ def _profile_doc(profile: Profile) -> dict[str, Any]:
                                                    **cap.model_dump()},
         "checks": {name: cp.model_dump() for name, cp in profile.model.checks.items()},
         "rack": {name: cp.model_dump() for name, cp in profile.model.rack.items()},
+        # every threshold an overrides file changed, old and new (ThresholdChange.to_doc)
+        "changes": [c.to_doc() for c in profile.changes],
     }
+
+
+def _own_changes(node_profile: Profile, profile: Profile) -> list[dict[str, Any]]:
+    """The thresholds a node's inventory overrides changed beyond the rack's profile."""
+    return [c.to_doc() for c in node_profile.changes if c not in profile.changes]
 
 
 def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Profile,
@@ -66,6 +75,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
                               if r.check == "node.identity"), {}),
             "profile_sha256": node_profile.sha256,
             "overridden": node_profile.sha256 != profile.sha256,
+            "threshold_changes": _own_changes(node_profile, profile),
             "results": [{
                 "check": r.check,
                 "status": r.status.label,
@@ -101,6 +111,41 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
     if pairwise:
         doc["pairwise"] = [dict(m) for m in pairwise]
     return doc
+
+
+def changed_thresholds(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every threshold an override changed, as the HTML, Markdown and JUnit reports list
+    them: the overrides files' (``profile.changes``, on every node, ``nodes`` None), then
+    the inventory's (``nodes[].threshold_changes``), one row per change with the nodes it
+    was made on."""
+    rows = [{**c, "nodes": None} for c in doc["profile"].get("changes") or []]
+    by_change: dict[str, dict[str, Any]] = {}
+    for n in doc["nodes"]:
+        for c in n.get("threshold_changes") or []:
+            key = json.dumps({k: v for k, v in c.items() if k != "origin"}, sort_keys=True)
+            row = by_change.setdefault(key, {**c, "origin": "rackgate_profile_overrides "
+                                                            "(inventory)", "nodes": []})
+            row["nodes"].append(n["name"])
+    return rows + list(by_change.values())
+
+
+MAX_NAMED = 20  # a changed threshold's row names at most this many nodes
+
+
+def named(nodes: Sequence[str]) -> str:
+    """Nodes as a row names them: at most ``MAX_NAMED``, then how many more."""
+    more = f" and {len(nodes) - MAX_NAMED} more" if len(nodes) > MAX_NAMED else ""
+    return ", ".join(nodes[:MAX_NAMED]) + more
+
+
+def change_line(c: Mapping[str, Any]) -> str:
+    """One changed threshold in a line: check, metric, old -> new band, what it loosens,
+    its basis and who set it (also JUnit's ``threshold_changed`` property)."""
+    loosens = f"; LOOSENS {'; '.join(c['loosens'])}" if c["loosens"] else ""
+    basis = f"; basis: {' '.join(c['new']['basis'].split())}" if c.get("new") else ""
+    nodes = f" on {named(c['nodes'])}" if c.get("nodes") else ""
+    return (f"{c['check']} {c['metric']}: {c['old_band'] or 'none'} -> "
+            f"{c['new_band'] or 'none'}{loosens}{basis} (set by {c['origin']}{nodes})")
 
 
 def checks_in(doc: Mapping[str, Any]) -> Sequence[str]:

@@ -12,7 +12,9 @@ measured and expected values and the evidence file. A rejected node with no bloc
 ``rackgate.verdict``, so CI cannot go green on a rejected rack. A case's ``time`` is how
 long its evidence's command ran (``duration_s``; 0 without one), a suite's and the root's
 the sum of their cases'. Characters that XML 1.0 forbids are written as ``\\xNN`` text, so
-the file always parses.
+the file always parses. Each suite's properties name the run, the profile and its sha256,
+the rack verdict, the revision, and every threshold an override changed
+(``threshold_changed``: check, metric, old -> new band, what it loosens, its basis).
 
 >>> doc = {"run": {"run_id": "r1"}, "profile": {"name": "demo"}, "verdict": "REJECT",
 ...        "nodes": [{"name": "n1", "location": "r1 u1", "verdict": "REJECT", "results": [
@@ -35,6 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rackgate.figures import figure, with_unit
+from rackgate.reports import change_line, changed_thresholds
 
 # Not allowed anywhere in an XML 1.0 document, not even as character references.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -167,12 +170,13 @@ def iter_junit(doc: Mapping[str, Any]) -> Iterator[str]:
     a tree of every case (a large rack has hundreds of thousands). The text is what
     ElementTree writes for that tree, indented by ``ET.indent``."""
     run_id, profile = doc.get("run", {}).get("run_id", ""), doc["profile"]["name"]
-    props = {"run_id": run_id, "profile": profile,
-             "profile_sha256": doc["profile"].get("sha256"), "rack_verdict": doc["verdict"],
-             "revision": str(doc.get("revision", 1))}
+    props = [("run_id", run_id), ("profile", profile),
+             ("profile_sha256", doc["profile"].get("sha256")), ("rack_verdict", doc["verdict"]),
+             ("revision", str(doc.get("revision", 1))),
+             *(("threshold_changed", change_line(c)) for c in changed_thresholds(doc))]
     plist = "<properties>" + "".join(
         "\n      " + _start("property", {"name": key, "value": value or ""}, " />")
-        for key, value in props.items()) + "\n    </properties>"
+        for key, value in props) + "\n    </properties>"
 
     by_check: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
     for n in doc["nodes"]:

@@ -322,6 +322,7 @@ CHECK = Check(
                 "counts under the limit and not rising, LACP partner present",
     params_model=BondingParams,
     metrics=frozenset({"link_failures"}),
+    better={"link_failures": "lower"},
     command=bonding_command,
     parse=parse_bonding,
     judge=judge_bonding,

@@ -275,6 +275,7 @@ CHECK = Check(
     params_model=PsuIpmiParams,
     metrics=frozenset(),
     optional_metrics=frozenset({"input_power"}),
+    better={"input_power": "lower"},
     command=psu_ipmi_command,
     parse=parse_ipmi_sdr,
     judge=judge_psu_ipmi,
