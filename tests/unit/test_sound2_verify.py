@@ -225,6 +225,23 @@ def test_a_report_judged_with_overrides_verifies_with_the_same_overrides(tmp_pat
     assert verify(capsys, str(run / "report.json"), "--overrides", str(overrides))[0] == 0
 
 
+def test_an_archived_copy_verifies_against_its_own_evidence(tmp_path, fixture_text, capsys,
+                                                            monkeypatch):
+    """Judged through a relative path, verified as an archived copy and where it is: the
+    profile's label names the directory it was judged in, and is no difference."""
+    run = stored(tmp_path, fixture_text, {"n1": 1.0, "n2": 1.0})
+    monkeypatch.chdir(tmp_path)
+    assert main(["judge", f"runs/{RUN}"]) == 0
+    copy = tmp_path / "archive" / RUN
+    shutil.copytree(run, copy)
+    assert verify(capsys, str(copy / "report.json"))[0] == 0
+    (copy / "evidence/n2/fio.seq_read.out").write_text(seq_read(fixture_text, 0.5))
+    code, out = verify(capsys, str(copy / "report.json"))
+    assert code == 1 and f"MISMATCH n2 fio.seq_read: {copy}/evidence/n2/fio.seq_read.out " \
+                         "has sha256" in out, out
+    assert verify(capsys, str(run / "report.json"))[0] == 0  # the original is intact
+
+
 def test_verify_of_a_directory_that_is_not_a_run_is_exit_2(tmp_path, fixture_text, capsys):
     run = stored(tmp_path, fixture_text, {"n1": 1.0})
     (run / "manifest.json").unlink()
@@ -305,6 +322,18 @@ def test_attempts_not_run_records_and_a_launch_host_are_the_runs_own(tmp_path, f
                       ("rg-node01", "fio.seq_read"): "pass",
                       ("rg-node02", "fio.seq_read"): "error"}
     assert result(doc, "rg-node01")["attempt"] == 2
+
+
+def test_a_manifest_check_without_evidence_is_still_an_error(tmp_path, fixture_text):
+    run = stored(tmp_path, fixture_text, {"n1": 1.0})
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["checks"].append("fio.rand_read")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    doc = json.loads(judge_run(run).report_json.read_text())
+    missing = result(doc, "n1", "fio.rand_read")
+    assert doc["verdict"] == "REJECT" and missing["status"] == "error"
+    assert missing["message"].startswith("no evidence collected (evidence/n1/fio.rand_read"
+                                         ".json is missing)")
 
 
 @pytest.mark.parametrize("what", ["a file where a host's directory belongs",

@@ -84,6 +84,10 @@ def evidence_dir(report_json: Path, doc: Mapping[str, Any]) -> Path:
 # what a report may say that no re-judgement repeats: when it was judged, and its diff with
 # another report (``--compare``, ``--retest``), which is not the run's own
 NOT_COMPARED = frozenset({"generated", "diff"})
+# the profile's label: it names where the run directory and the overrides files were when
+# the report was judged (an archived or moved copy, a relative path), while the profile is
+# its sha256 (of the whole document) and its thresholds, compared
+_LABEL = "source"
 _ABSENT = object()
 _SHOWN = 120  # characters of a value a difference shows
 
@@ -92,9 +96,10 @@ def differences(report: Mapping[str, Any], rejudged: Mapping[str, Any]) -> list[
     """Every way ``report`` differs from ``rejudged``, the report its run's manifest and
     evidence judge into now (``rejudge.rejudged_report``): each names the node, the check
     and the field, with the report's value and the re-judged one. Every field is compared
-    but those of :data:`NOT_COMPARED`; nodes are matched by name and results by check, so a
-    node or result missing, added or listed twice is named. A report of an earlier
-    revision of the run, or judged with another profile, is one difference saying so."""
+    but those of :data:`NOT_COMPARED` and the profile's ``source`` label; nodes are matched
+    by name and results by check, so a node or result missing, added or listed twice is
+    named. A report of an earlier revision of the run, or judged with another profile, is
+    one difference saying so."""
     revision, now = report.get("revision"), rejudged.get("revision")
     if not _same(revision, now):
         return [f"report.json is of revision {_show(revision)}, the run directory holds "
@@ -109,7 +114,10 @@ def differences(report: Mapping[str, Any], rejudged: Mapping[str, Any]) -> list[
                 f"verify with the --profile and --overrides it was judged with"]
     out: list[str] = []
     for key in sorted((set(report) | set(rejudged)) - NOT_COMPARED - {"nodes"}):
-        _compare(out, f"field {key}", report.get(key, _ABSENT), rejudged.get(key, _ABSENT))
+        a, b = report.get(key, _ABSENT), rejudged.get(key, _ABSENT)
+        if key == "profile" and isinstance(a, dict):
+            a, b = ({k: v for k, v in p.items() if k != _LABEL} for p in (a, b))
+        _compare(out, f"field {key}", a, b)
     nodes = report.get("nodes")
     out += _nodes(nodes if isinstance(nodes, list) else [], rejudged["nodes"])
     return out

@@ -10,7 +10,8 @@ Layout::
 
 Evidence is never overwritten: collecting a (host, check) again writes its next attempt
 (``~2``, ``~3``...), and the highest recorded attempt is the one judged; the earlier ones
-stay for the report's list of attempts and for ``rackgate verify`` of earlier revisions.
+stay for the report's list of attempts. Every (host, check) on disk is held against the
+run's manifest when the run is judged (``stored``, ``judge.strays``).
 
 Every file is written to a temporary name, flushed and renamed, so a crash never leaves a
 half file under the final name. The ``.json`` is written last and records the sha256 of
