@@ -13,6 +13,7 @@ from stored_runs import write_run
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
+from rackgate.cli import main
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.placement import NO_LAUNCH_HOST
@@ -122,6 +123,7 @@ def test_every_node_is_judged_from_the_launch_hosts_evidence(tmp_path, fixture_t
         assert r["evidence"] == "evidence/rg-head/mpi.allreduce.out"
     assert outcome.rack.verdict.name == "ACCEPT"
     assert verify_report(outcome.report_json) == (2, [])
+    assert main(["verify", str(outcome.report_json)]) == 0  # and judged again, the same
 
 
 def test_without_a_launch_host_every_node_is_an_error(tmp_path) -> None:

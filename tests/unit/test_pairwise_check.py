@@ -21,6 +21,7 @@ from rackgate.checks.pairwise import (
     pairwise_command,
     schedule_argv,
 )
+from rackgate.cli import main
 from rackgate.collect.launch import Across
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import parse_pairwise
@@ -161,6 +162,7 @@ def test_the_report_carries_the_matrix_and_every_nodes_verdict(tmp_path) -> None
     assert "Node pairs" in html and "gpu03" in html
     checked, problems = verify_report(outcome.report_json)
     assert checked == 4 and problems == []
+    assert main(["verify", str(outcome.report_json)]) == 0  # and judged again, the same
 
 
 def test_the_demo_rack_has_no_fabric_and_skips() -> None:

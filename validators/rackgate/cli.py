@@ -38,6 +38,7 @@ from rackgate.cli_fabric import register as register_fabric
 from rackgate.cli_healthcheck import register as register_healthcheck
 from rackgate.cli_metrics import register as register_metrics
 from rackgate.cli_results import STATUS_STYLE, add_show, print_outcome
+from rackgate.cli_verify import register as register_verify
 from rackgate.collect.ansible import FORK_MIB, default_forks
 from rackgate.collect.phases import VIA
 from rackgate.collect.preflight import PlanRefused, errors, preflight
@@ -52,7 +53,6 @@ from rackgate.placement import placement_of
 from rackgate.profile import available_profiles
 from rackgate.reports.diff import compared
 from rackgate.reports.diff_input import DiffError
-from rackgate.reports.verify import verify_report
 from rackgate.run import RunOutcome, judge_run, resume, retest, validate
 from rackgate.selection import prepare
 from rackgate.store.history import HistoryError, default_history_path, node_history, open_history
@@ -243,14 +243,6 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_ACCEPT
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    checked, problems = verify_report(Path(args.report))
-    for p in problems:
-        out.print(f"MISMATCH {p}", markup=False, highlight=False)
-    out.print(f"{checked} evidence file(s) checked, {len(problems)} problem(s)")
-    return EXIT_ACCEPT if not problems and checked else EXIT_REJECT
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     if args.what == "profiles":
         for name in available_profiles():
@@ -352,10 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs)")
     h.set_defaults(func=cmd_history)
 
-    vr = sub.add_parser("verify", help="check a report.json against its evidence files "
-                                       "(sha256)")
-    vr.add_argument("report")
-    vr.set_defaults(func=cmd_verify)
+    register_verify(sub)
 
     register_demo(sub)
     ls = sub.add_parser("list", help="list shipped profiles or registered checks")

@@ -2,9 +2,12 @@
 measured (``rackgate.baseline``); ``validate``/``judge --overrides FILE`` then judge against
 the site's own figures.
 
-The YAML goes to stdout as written, or to ``-o FILE`` (never over an existing file without
-``--force``); what was baselined and what was left out goes to stderr. Every refusal is one
-line on stderr naming the run, node, check or file, with exit 2.
+The report is verified first (``rackgate.verify``: its evidence's digests, and the run
+judged again from its evidence with its recorded profile): a report that differs is refused,
+so a figure edited in report.json never becomes a site reference. The YAML goes to stdout
+as written, or to ``-o FILE`` (never over an existing file without ``--force``); what was
+baselined and what was left out goes to stderr. Every refusal is one line on stderr naming
+the run, node, check or file, with exit 2.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import yaml
 from rackgate.baseline import DEFAULT_TOLERANCE, Baseline, BaselineError, baseline
 from rackgate.figures import figure, with_unit
 from rackgate.reports import UnreadableReport, read_report
+from rackgate.store.manifest import RunError
+from rackgate.verify import verify
 
 EXIT_OK, EXIT_CANNOT_RUN = 0, 2
 REPORT = "report.json"
@@ -121,6 +126,19 @@ def _summary(b: Baseline) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _verified(report: Path) -> None:
+    """Refuse a report that ``rackgate verify`` does not pass: its figures must be what the
+    run's evidence, judged again with the run's profile, says."""
+    try:
+        v = verify(report)
+    except RunError as exc:
+        raise Refused(f"{report}: cannot verify it against its run: {exc}") from None
+    if v.problems:
+        raise Refused(f"{report} is not what run {v.run_dir} judges into from its evidence "
+                      f"({len(v.problems)} problem(s); the first: {v.problems[0]}): no "
+                      f"baseline from it (rackgate verify {report} lists them)")
+
+
 def cmd_baseline(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -131,6 +149,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         raise Refused(str(exc)) from None
     if not isinstance(report, dict):
         raise Refused(f"{run_dir / REPORT}: not a report document (a {type(report).__name__})")
+    _verified(run_dir / REPORT)
     nodes = None if args.nodes is None else [n.strip() for n in args.nodes.split(",")
                                              if n.strip()]
     made = baseline(report, nodes, args.tolerance)

@@ -5,8 +5,8 @@ run covers is resolved first: ``selection.prepare``); ``resume`` collects what a
 directory lacks, then judges it; ``retest`` collects every failure of a run again, as its
 next revision, then judges it; ``judge_run`` judges a
 stored run directory (again) without touching the cluster. Each writes the reports
-(``reports.write``) and then records the judgement in the run history. Nothing here
-prints: the CLI does.
+(``reports.write``) and then records the judgement in the run history (the report
+document itself is ``rejudge.judged_document``'s). Nothing here prints: the CLI does.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rackgate.checks import RACK_REGISTRY, REGISTRY, profile_from_document
+from rackgate.checks import RACK_REGISTRY, REGISTRY
 from rackgate.checks.base import Check
 from rackgate.collect.ansible import default_forks
 from rackgate.collect.phases import Collection, Via, record_not_run
@@ -26,22 +26,29 @@ from rackgate.collect.preflight import preflight, refuse_on_errors
 from rackgate.collect.preflight_records import Problem
 from rackgate.collect.processes import end_collection
 from rackgate.collect.task import Interrupted, Stop
-from rackgate.fabric.plan import FabricPlan, PlanError, plan_from_document
-from rackgate.inventory import Inventory, load_inventory, place_from_text, place_of
+from rackgate.fabric.plan import FabricPlan
+from rackgate.inventory import Inventory, load_inventory
 from rackgate.judge.run import judge_stored
-from rackgate.model import RackVerdict, Result, Status, node_verdict, rack_verdict
-from rackgate.overrides import apply_overrides, profile_record, recorded_changes
+from rackgate.model import RackVerdict, Result, Status
+from rackgate.overrides import profile_record
 from rackgate.placement import (
     ACROSS_NODES,
     NO_LAUNCH_HOST,
     ON_FABRIC,
-    JudgeJob,
     RunView,
     Usable,
     placement_of,
 )
-from rackgate.profile import Profile, ProfileError
-from rackgate.reports import report_document
+from rackgate.profile import Profile
+from rackgate.rejudge import (
+    judge_job,
+    judged_document,
+    judging,
+    recorded_fabric,
+    recorded_overrides,
+    recorded_profile,
+    recorded_source,
+)
 from rackgate.reports.diff import Compared, previous_report, with_diff
 from rackgate.reports.write import Reports, write_reports
 from rackgate.selection import no_launch_reason, node_profiles, prepare, select_hosts
@@ -49,7 +56,6 @@ from rackgate.store.evidence import EvidenceStore, write_json
 from rackgate.store.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.store.manifest import (
     MANIFEST_SCHEMA,
-    Launched,
     RunError,
     add_revision,
     new_run_dir,
@@ -140,7 +146,7 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
     manifest["revisions"].append({"revision": 1, "kind": "validate", "at": manifest["started"],
                                   "via": via})
     # the run is judged with the profile as its manifest records it (the same document)
-    recorded = replace(profile, source=_recorded_source(manifest, run_dir))
+    recorded = replace(profile, source=recorded_source(manifest, run_dir))
     profiles = {h: recorded if p is profile else p for h, p in profiles.items()}
     with run_dir_lock(run_dir):
         write_json(run_dir / "manifest.json", manifest)
@@ -177,7 +183,7 @@ def reopened(run_dir: Path, stop: Stop) -> Iterator[Reopened]:
         stop.check(run_dir)
         recorded = recorded_profile(manifest, run_dir)
         yield Reopened(manifest, inv, recorded,
-                       node_profiles(recorded, _recorded_overrides(manifest)),
+                       node_profiles(recorded, recorded_overrides(manifest)),
                        recorded_fabric(manifest, run_dir))
 
 
@@ -220,7 +226,7 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int | None = None,
             raise RunError(f"--limit {limit!r} selects no host of run {run_dir.name} "
                            f"({', '.join(nodes)})")
         store = EvidenceStore(run_dir)
-        per_node, _ = judge_stored(_judge_job(manifest, run.profiles, run.profiles, run.fabric),
+        per_node, _ = judge_stored(judge_job(manifest, run.profiles, run.profiles, run.fabric),
                                    store, REGISTRY, RACK_REGISTRY)
         redo = retest_selection(per_node, chosen)
         if not redo:
@@ -251,25 +257,6 @@ def retest_selection(per_node: Mapping[str, Sequence[Result]],
     return {(node, r.check) for node, results in per_node.items() if node in chosen
             for r in results
             if r.status in (Status.FAIL, Status.ERROR) and r.check in REGISTRY}
-
-
-def _recorded_source(manifest: Mapping[str, Any], run_dir: Path) -> str:
-    return f"{manifest['profile']['source']} (as recorded in {run_dir})"
-
-
-def _recorded_overrides(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    return {h["name"]: h.get("profile_overrides") for h in manifest["hosts"]}
-
-
-def recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
-    """The profile a run's manifest records, validated again, with the threshold changes
-    its overrides files made (``overrides.recorded_changes``)."""
-    try:
-        profile = profile_from_document(manifest["profile"]["document"],
-                                        _recorded_source(manifest, run_dir))
-    except ProfileError as exc:
-        raise RunError(str(exc)) from None
-    return replace(profile, changes=recorded_changes(manifest["profile"], run_dir))
 
 
 def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
@@ -318,12 +305,7 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     with ``overrides_files`` merged over it: ``apply_overrides``) and write the reports into
     ``out_dir`` (default: the run directory), compared with ``compare`` when given."""
     manifest = read_manifest(run_dir)
-    recorded = recorded_profile(manifest, run_dir)
-    judged = apply_overrides(profile or recorded, overrides_files)
-    overrides = _recorded_overrides(manifest)
-    profiles = node_profiles(judged, overrides)
-    collected_with = profiles if judged is recorded else node_profiles(recorded, overrides)
-    return _judge(run_dir, manifest, judged, profiles, collected_with,
+    return _judge(run_dir, manifest, *judging(run_dir, manifest, profile, overrides_files),
                   recorded_fabric(manifest, run_dir), out_dir or run_dir, compare)
 
 
@@ -333,15 +315,7 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
     """Judge, write the reports into ``out`` (with the ``diff`` from ``compare``), then
     record the judgement in the history (whose failure is reported in the outcome, never
     loses the reports)."""
-    hosts = manifest["hosts"]
-    job = _judge_job(manifest, profiles, collected_with, fabric)
-    per_node, judged = judge_stored(job, EvidenceStore(run_dir), REGISTRY, RACK_REGISTRY)
-    locations = {h["name"]: h["location"] for h in hosts}
-    places = {h["name"]: place_of(h["place"]) if isinstance(h.get("place"), dict)
-              else place_from_text(h["location"]) for h in hosts}
-    rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
-    doc = report_document(rack, manifest, profile, locations, judged.digests, profiles,
-                          pairwise=judged.sections, places=places, durations=judged.durations)
+    rack, doc = judged_document(run_dir, manifest, profile, profiles, collected_with, fabric)
     if compare is not None:
         doc = with_diff(doc, compare)
     reports = write_reports(doc, out)
@@ -355,24 +329,3 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
         return RunOutcome(run_dir, rack, reports, f"the run history was not updated: {exc}",
                           doc["revision"])
     return RunOutcome(run_dir, rack, reports, revision=doc["revision"])
-
-
-def recorded_fabric(manifest: Mapping[str, Any], run_dir: Path) -> FabricPlan | None:
-    """The fabric plan a run's manifest records, validated again (None: it has none)."""
-    doc = manifest.get("fabric")
-    if not doc:
-        return None
-    try:
-        return plan_from_document(doc["document"], f"{doc['source']} (as recorded in "
-                                                   f"{run_dir})")
-    except PlanError as exc:
-        raise RunError(str(exc)) from None
-
-
-def _judge_job(manifest: Mapping[str, Any], profiles: Mapping[str, Profile],
-               collected_with: Mapping[str, Profile], fabric: FabricPlan | None) -> JudgeJob:
-    return JudgeJob(tuple(h["name"] for h in manifest["hosts"]), tuple(manifest["checks"]),
-                    profiles, collected_with, manifest.get("launch_host"),
-                    {c: Launched.from_doc(rec)
-                     for c, rec in manifest.get("launched", {}).items()},
-                    manifest.get("no_launch_reason"), fabric, manifest.get("fabric_host"))

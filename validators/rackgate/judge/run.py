@@ -6,7 +6,8 @@ node (the hot loop: on every core for a large run, forked workers inheriting the
 checks with one evidence file for every node (jobs across the nodes, fabric queries)
 once for all of them. Then the rack-level judgements
 (``judge.rack``) compare the nodes with each other. One (node, check) that cannot be
-judged is an ``error`` for it alone.
+judged is an ``error`` for it alone; evidence on disk that the manifest does not list is
+an ``error`` too (``judge.strays``), so the run's checks are the manifest's and the disk's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from rackgate.checks.base import Check, RackCheck
 from rackgate.judge.evidence import missing_evidence
 from rackgate.judge.rack import judge_rack
+from rackgate.judge.strays import stray_evidence
 from rackgate.model import Result, Status, describe
 from rackgate.placement import (
     EvidenceReader,
@@ -102,7 +104,8 @@ def judge_stored(job: JudgeJob, reader: EvidenceReader, registry: Mapping[str, C
                  rack_registry: Mapping[str, RackCheck]) -> tuple[dict[str, list[Result]],
                                                                   Judged]:
     """Every node's results (per node, in the run's host order) and what they were judged
-    from (digests, report sections)."""
+    from (digests, report sections); evidence on disk the manifest does not list is an
+    ``error`` (``judge.strays``)."""
     each: list[tuple[str, Check | None, OnNode | None]] = []
     once: list[tuple[Check, JudgedOnce]] = []
     for name in job.checks:
@@ -121,6 +124,7 @@ def judge_stored(job: JudgeJob, reader: EvidenceReader, registry: Mapping[str, C
         except Exception as exc:  # one check never stops the report
             judged.add(Judged([Result(h, check.name, Status.ERROR,
                                       f"judging failed: {describe(exc)}") for h in job.hosts]))
+    judged.results += stray_evidence(job, reader.stored())
     per_node: dict[str, list[Result]] = {h: [] for h in job.hosts}
     for r in judge_rack(judged.results, job.rack_profile, job.hosts, rack_registry):
         per_node[r.node].append(r)

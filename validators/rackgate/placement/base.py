@@ -34,6 +34,10 @@ class EvidenceReader(Protocol):
 
     def read(self, host: str, check: str) -> tuple[Evidence, str]: ...
 
+    def stored(self) -> set[tuple[str, str]]:
+        """Every (host, check) with evidence, whatever the manifest lists."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunView:

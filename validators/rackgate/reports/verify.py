@@ -1,13 +1,15 @@
 """Verify a report against the evidence beside it: every result's evidence file must exist
-under the run directory and hash to the sha256 the report recorded, so a report can be
-trusted (or not) long after the run. Reads files; never re-judges.
+under the run directory and hash to the sha256 the report recorded (:func:`verify_report`),
+and the report must say what the run's evidence says (:func:`differences`: the report
+against the one its run is judged into again, by ``rackgate.verify``). Reads files and
+compares documents; never judges.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +20,23 @@ def verify_report(report_json: Path) -> tuple[int, list[str]]:
     """Check a report against the evidence beside it: (files checked, problems found).
 
     Every result's evidence file must exist under the run directory and hash to the
-    sha256 the report recorded, so a report can be trusted (or not) long after the run.
+    sha256 the report recorded. Only the files the report names: ``rackgate verify``
+    (``rackgate.verify``) also re-judges the run and compares (:func:`differences`).
     """
+    return check_digests(report_json, read_verified(report_json))
+
+
+def read_verified(report_json: Path) -> Any:
+    """The report document to verify, as JSON; RunError naming the file when unreadable."""
     try:
         doc = json.loads(report_json.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunError(f"{report_json}: cannot read the report: {exc}") from None
+    return doc
+
+
+def check_digests(report_json: Path, doc: Any) -> tuple[int, list[str]]:
+    """:func:`verify_report` of a report already read: ``doc``, read from ``report_json``."""
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
         raise RunError(f"{report_json}: not a rackgate report (no nodes list)")
     run_dir = evidence_dir(report_json, doc)
@@ -66,3 +79,130 @@ def evidence_dir(report_json: Path, doc: Mapping[str, Any]) -> Path:
     run = doc.get("run")
     hint = run.get("run_dir") if isinstance(run, dict) else None
     return Path(hint) if isinstance(hint, str) and hint else here
+
+
+# what a report may say that no re-judgement repeats: when it was judged, and its diff with
+# another report (``--compare``, ``--retest``), which is not the run's own
+NOT_COMPARED = frozenset({"generated", "diff"})
+# the profile's label: it names where the run directory and the overrides files were when
+# the report was judged (an archived or moved copy, a relative path), while the profile is
+# its sha256 (of the whole document) and its thresholds, compared
+_LABEL = "source"
+_ABSENT = object()
+_SHOWN = 120  # characters of a value a difference shows
+
+
+def differences(report: Mapping[str, Any], rejudged: Mapping[str, Any]) -> list[str]:
+    """Every way ``report`` differs from ``rejudged``, the report its run's manifest and
+    evidence judge into now (``rejudge.rejudged_report``): each names the node, the check
+    and the field, with the report's value and the re-judged one. Every field is compared
+    but those of :data:`NOT_COMPARED` and the profile's ``source`` label; nodes are matched
+    by name and results by check, so a node or result missing, added or listed twice is
+    named. A report of an earlier revision of the run, or judged with another profile, is
+    one difference saying so."""
+    revision, now = report.get("revision"), rejudged.get("revision")
+    if not _same(revision, now):
+        return [f"report.json is of revision {_show(revision)}, the run directory holds "
+                f"revision {now} (collected again since: --resume or --retest): it is "
+                f"superseded, and its evidence is no longer what the run is judged from "
+                f"(rackgate judge RUN_DIR writes the current report)"]
+    mine = report.get("profile")
+    sha = mine.get("sha256") if isinstance(mine, dict) else None
+    if not _same(sha, rejudged["profile"]["sha256"]):
+        return [f"report.json was judged with profile sha256 {_show(sha)}, not with "
+                f"{rejudged['profile']['source']} (sha256 {rejudged['profile']['sha256']}): "
+                f"verify with the --profile and --overrides it was judged with"]
+    out: list[str] = []
+    for key in sorted((set(report) | set(rejudged)) - NOT_COMPARED - {"nodes"}):
+        a, b = report.get(key, _ABSENT), rejudged.get(key, _ABSENT)
+        if key == "profile" and isinstance(a, dict):
+            a, b = ({k: v for k, v in p.items() if k != _LABEL} for p in (a, b))
+        _compare(out, f"field {key}", a, b)
+    nodes = report.get("nodes")
+    out += _nodes(nodes if isinstance(nodes, list) else [], rejudged["nodes"])
+    return out
+
+
+def _by(entries: Sequence[Any], key: str, what: str, out: list[str]) -> dict[Any, Any]:
+    """``entries`` by their ``key`` field; one listed twice is a difference."""
+    seen: dict[Any, Any] = {}
+    for e in entries:
+        name = e.get(key) if isinstance(e, dict) else None
+        if name in seen or name is None:
+            out.append(f"{what} {_show(name)}: listed twice in report.json" if name in seen
+                       else f"{what} {_show(e)}: an entry without a {key} in report.json")
+            continue
+        seen[name] = e
+    return seen
+
+
+def _nodes(nodes: Sequence[Any], rejudged: Sequence[Mapping[str, Any]]) -> list[str]:
+    out: list[str] = []
+    mine = _by(nodes, "name", "node", out)
+    for node in rejudged:
+        name = node["name"]
+        if name not in mine:
+            out.append(f"node {name}: judged {node['verdict']} from the run's evidence, "
+                       f"missing from report.json")
+            continue
+        own = mine[name]
+        for key in sorted((set(own) | set(node)) - {"results"}):
+            _compare(out, f"node {name} field {key}", own.get(key, _ABSENT),
+                     node.get(key, _ABSENT))
+        out += _results(name, own.get("results"), node["results"])
+    names = [n["name"] for n in rejudged]
+    known = set(names)
+    out += [f"node {_show(n)}: in report.json, not a node of the run" for n in mine
+            if n not in known]
+    if not out and list(mine) != names:
+        out.append("field nodes: report.json lists the run's nodes in another order")
+    return out
+
+
+def _results(node: str, results: Any, rejudged: Sequence[Mapping[str, Any]]) -> list[str]:
+    out: list[str] = []
+    mine = _by(results if isinstance(results, list) else [], "check", f"node {node} check",
+               out)
+    for r in rejudged:
+        check = r["check"]
+        if check not in mine:
+            out.append(f"node {node} check {check}: re-judged {r['status']} "
+                       f"({_show(r['message'])}), missing from report.json")
+            continue
+        for key in sorted(set(mine[check]) | set(r)):
+            _compare(out, f"node {node} check {check} field {key}",
+                     mine[check].get(key, _ABSENT), r.get(key, _ABSENT))
+    checks = {r["check"] for r in rejudged}
+    out += [f"node {node} check {_show(c)}: in report.json ({_show(mine[c].get('status'))}), "
+            f"not a result the run's evidence gives" for c in mine if c not in checks]
+    if not out and list(mine) != [r["check"] for r in rejudged]:
+        out.append(f"node {node} field results: report.json lists them in another order")
+    return out
+
+
+def _compare(out: list[str], where: str, mine: Any, rejudged: Any) -> None:
+    if isinstance(mine, dict) and isinstance(rejudged, dict):
+        for key in sorted(set(mine) | set(rejudged), key=str):
+            _compare(out, f"{where}.{key}", mine.get(key, _ABSENT), rejudged.get(key, _ABSENT))
+    elif isinstance(mine, list) and isinstance(rejudged, list) and len(mine) == len(rejudged):
+        for i, (a, b) in enumerate(zip(mine, rejudged, strict=True)):
+            _compare(out, f"{where}[{i}]", a, b)
+    elif not _same(mine, rejudged):
+        out.append(f"{where}: report.json has {_show(mine)}, re-judged from the evidence: "
+                   f"{_show(rejudged)}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1``, ``1`` is ``1.0``."""
+    return type(a) in _KIND and _KIND[type(a)] == _KIND.get(type(b)) and a == b
+
+
+_KIND = {bool: "bool", int: "number", float: "number", str: "str", type(None): "null",
+         list: "list", dict: "dict"}
+
+
+def _show(value: Any) -> str:
+    if value is _ABSENT:
+        return "nothing"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."

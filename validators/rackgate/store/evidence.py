@@ -10,7 +10,8 @@ Layout::
 
 Evidence is never overwritten: collecting a (host, check) again writes its next attempt
 (``~2``, ``~3``...), and the highest recorded attempt is the one judged; the earlier ones
-stay for the report's list of attempts and for ``rackgate verify`` of earlier revisions.
+stay for the report's list of attempts. Every (host, check) on disk is held against the
+run's manifest when the run is judged (``stored``, ``judge.strays``).
 
 Every file is written to a temporary name, flushed and renamed, so a crash never leaves a
 half file under the final name. The ``.json`` is written last and records the sha256 of
@@ -251,6 +252,30 @@ class EvidenceStore:
                                 f"with sha256 {digest[:12]}, the record says "
                                 f"{ev.stdout_bytes} bytes with sha256 {ev.stdout_sha256[:12]}")
         return ev, data.decode("utf-8", errors="replace")
+
+    def stored(self) -> set[tuple[str, str]]:
+        """Every (host, check) with evidence on disk: each ``evidence/<host>/`` and each
+        ``<check>.json``/``.out`` (any attempt) in it, so judging can hold them against the
+        manifest. Hidden names (an interrupted write's temporary file) are not evidence.
+
+        One directory listing per host: 10,000 hosts cost a few tenths of a second."""
+        out: set[tuple[str, str]] = set()
+        try:
+            hosts = [e for e in os.scandir(os.path.join(self.run_dir, "evidence"))
+                     if not e.name.startswith(".")]
+        except FileNotFoundError:
+            return out
+        for host in hosts:
+            if not host.is_dir():
+                out.add((host.name, ""))  # a file where a host's directory belongs
+                continue
+            for entry in os.scandir(host.path):
+                stem, dot, suffix = entry.name.rpartition(".")
+                if entry.name.startswith(".") or not dot or suffix not in ("json", "out"):
+                    continue
+                check, tilde, n = stem.rpartition("~")
+                out.add((host.name, check if tilde and n.isdigit() else stem))
+        return out
 
     def has_usable(self, host: str, check: str) -> bool:
         """True when evidence exists, is intact, and the command completed in time with rc 0.
