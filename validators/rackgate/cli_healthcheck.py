@@ -92,7 +92,7 @@ def healthcheck(args: argparse.Namespace, out: TextIO) -> int:
     if directory.is_dir():
         try:
             write_textfile(directory, TEXTFILE, textfile(results, drained, now, duration))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             print(f"{REASON_PREFIX}{cfg.node_name}: cannot write {directory / TEXTFILE}: "
                   f"{exc}", file=out)
     else:

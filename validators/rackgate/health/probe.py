@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from rackgate import exposition
 from rackgate.health import ItemResult, error, skipped
 from rackgate.health import gpu as g
 from rackgate.health import node as n
@@ -29,7 +30,6 @@ from rackgate.scheduler.slurm import (
     resume_argv,
     sinfo_argv,
 )
-from rackgate.store.evidence import atomic_write
 
 BUDGET_S = 9.0  # the whole run, SLURM included (slurmd kills the program at 60 s)
 COMMAND_TIMEOUT_S = 4.0  # the most any one command may take
@@ -269,7 +269,8 @@ def apply(action: str, node_name: str, reason: str | None, node: Node,
 
 
 def write_textfile(directory: Path, name: str, text: str) -> None:
-    """Write ``directory/name`` atomically (:func:`~rackgate.store.evidence.atomic_write`:
-    a temporary file in the same directory, synced, then a rename), mode 0644 so that
-    node_exporter reads it. OSError when it cannot."""
-    atomic_write(directory / name, text.encode("utf-8"), mode=0o644)
+    """Write ``directory/name`` (:func:`rackgate.exposition.write_textfile`): checked with
+    promtool's rules first (ExpositionError, a ValueError, and the old file stays), then
+    atomically (a temporary file in the same directory, synced, then a rename), mode 0644
+    so that node_exporter reads it. OSError when it cannot be written."""
+    exposition.write_textfile(directory / name, text, 0o644)
