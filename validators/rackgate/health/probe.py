@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from rackgate import exposition
-from rackgate.health import ItemResult, error, skipped
+from rackgate.health import RECORD, ItemResult, error, skipped
 from rackgate.health import gpu as g
 from rackgate.health import node as n
 from rackgate.health.config import HealthConfig
@@ -30,6 +30,7 @@ from rackgate.scheduler.slurm import (
     resume_argv,
     sinfo_argv,
 )
+from rackgate.store.evidence import atomic_write
 
 BUDGET_S = 9.0  # the whole run, SLURM included (slurmd kills the program at 60 s)
 COMMAND_TIMEOUT_S = 4.0  # the most any one command may take
@@ -266,6 +267,28 @@ def apply(action: str, node_name: str, reason: str | None, node: Node,
     else:
         return None
     return node.run(argv, budget.left()).trouble(argv)
+
+
+def read_record(root: Path) -> str | None:
+    """The reason the health check recorded when it last drained the node
+    (:data:`~rackgate.health.RECORD` under ``root``); None when there is none. OSError when
+    it cannot be read."""
+    path = root / RECORD.lstrip("/")
+    try:
+        text = path.read_bytes()[:1024].decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    return text.rstrip("\n") or None
+
+
+def write_record(root: Path, reason: str | None) -> None:
+    """Record ``reason`` before the health check drains with it, or remove the record
+    (``reason`` None) once it resumed the node. OSError when it cannot."""
+    path = root / RECORD.lstrip("/")
+    if reason is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write(path, (reason + "\n").encode("utf-8"), mode=0o600)
 
 
 def write_textfile(directory: Path, name: str, text: str) -> None:
