@@ -34,7 +34,6 @@ rackgate.exposition.ExpositionError: line 4: m{a="1"} is listed twice
 from __future__ import annotations
 
 import re
-import unicodedata
 from pathlib import Path
 
 from rackgate.store.evidence import atomic_write
@@ -50,8 +49,9 @@ _PAIR = re.compile(r'([^=",{}\s]+)="((?:[^"\\]|\\.)*)"(,|\Z)')
 _FLOAT = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|Inf)\Z|NaN\Z")
 _ESCAPE = re.compile(r"\\(.)")
 # Line ends to other readers: CR, NEL and the Unicode separators (str.splitlines splits at
-# each); every other C0 and C1 control is refused as well.
-_SEPARATORS = frozenset("\u2028\u2029")
+# each); every other C0 and C1 control (Unicode category Cc) and DEL is refused as well. A
+# line feed in a value is escaped, never written raw: it is allowed here.
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class ExpositionError(ValueError):
@@ -76,10 +76,10 @@ def label_problem(value: str) -> str | None:
     except UnicodeEncodeError as exc:
         return (f"is not valid UTF-8 (U+{ord(value[exc.start]):04X} at {exc.start} is a "
                 f"lone surrogate)")
-    bad = next((c for c in value if c != "\n" and (
-        unicodedata.category(c) == "Cc" or c in _SEPARATORS)), None)
+    bad = _CONTROL.search(value)
     if bad is not None:
-        return f"holds the control character U+{ord(bad):04X}, which a textfile cannot carry"
+        return (f"holds the control character U+{ord(bad.group()):04X}, which a textfile "
+                f"cannot carry")
     return None
 
 
@@ -94,7 +94,29 @@ def _unescape(text: str, allowed: str, where: str) -> str:
     return _ESCAPE.sub(one, text)
 
 
+_VALUE = r'"([^"\\]*(?:\\[\\"n][^"\\]*)*)"'  # only the three escapes, unrolled'
+_LABELS = re.compile(rf"(?:[a-zA-Z_][a-zA-Z0-9_]*={_VALUE}(?:,(?=.)|\Z))*\Z")
+_LABEL = re.compile(rf"([a-zA-Z_][a-zA-Z0-9_]*)={_VALUE}")
+
+
 def _labels(text: str, where: str) -> tuple[tuple[str, str], ...]:
+    """The sample's labels as (name, value as written), sorted (the escaping is one to one,
+    so equal written values are equal values); ExpositionError naming what is wrong."""
+    if _LABELS.match(text):
+        pairs = _LABEL.findall(text)
+        names = [name for name, _ in pairs]
+        if "__name__" in names:
+            raise ExpositionError(f"{where}: label name '__name__' is reserved")
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ExpositionError(f"{where}: label {', '.join(twice)} twice")
+        return tuple(sorted(pairs))
+    _label_error(text, where)
+    raise ExpositionError(f"{where}: cannot read the labels from {text[:60]!r}")
+
+
+def _label_error(text: str, where: str) -> None:
+    """Raise the ExpositionError that says what is wrong with the labels ``text``."""
     pairs: dict[str, str] = {}
     at = 0
     while at < len(text):
@@ -108,31 +130,27 @@ def _labels(text: str, where: str) -> tuple[tuple[str, str], ...]:
             raise ExpositionError(f"{where}: label name '__name__' is reserved")
         if name in pairs:
             raise ExpositionError(f"{where}: label {name} twice")
-        value = _unescape(raw, '\\"n', f"{where}: label {name}")
-        problem = label_problem(value)
-        if problem:
-            raise ExpositionError(f"{where}: label {name} {value!r} {problem}")
-        pairs[name] = value
+        pairs[name] = _unescape(raw, '\\"n', f"{where}: label {name}")
         at = m.end()
         if comma and at == len(text):
             raise ExpositionError(f"{where}: a comma ends the labels")
-    return tuple(sorted(pairs.items()))
 
 
 def check_text(text: str) -> None:
     """ExpositionError naming the first line that breaks a rule (see the module)."""
     if not text.endswith("\n"):
         raise ExpositionError("the text does not end with a line feed")
+    problem = label_problem(text)  # the whole text at once; the line is found after
+    if problem:
+        at = next(i for i, line in enumerate(text.split("\n"), 1) if label_problem(line))
+        raise ExpositionError(f"line {at} {problem}")
     helped: set[str] = set()
     typed: dict[str, str] = {}
     done: set[str] = set()  # metrics whose samples ended (another metric came after)
-    series: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    series: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # values as written
     current = ""
     for number, line in enumerate(text[:-1].split("\n"), 1):
         where = f"line {number}"
-        problem = label_problem(line)
-        if problem:
-            raise ExpositionError(f"{where} {problem}")
         if line.startswith("#"):
             m = _HELP.match(line) or _TYPE.match(line)
             if m is None:
