@@ -541,8 +541,8 @@ def test_drain_cycle_in_the_demo_rack_slurm(provisioned_rack, tmp_path):
         drained = rackgate("drain", run_dir)
         assert drained.returncode == 0, drained.stdout + drained.stderr
         reasons = slurm_reasons()
-        assert reasons["rg-node01"] == (f"rackgate {run_id}: redundancy.psu_ipmi: PSU2 Status "
-                                        f"(02h): Failure detected"), reasons
+        assert reasons["rg-node01"] == (f"rackgate/drain[{run_id}]: redundancy.psu_ipmi: PSU2 "
+                                        f"Status (02h): Failure detected"), reasons
         assert reasons["rg-node02"] == hand and slurm_state("rg-node01") == "drained"
         actions = json.loads(next((Path(run_dir) / "scheduler").glob("*-drain/actions.json"))
                              .read_text())["actions"]

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "healthcheck"
-PREFIX = "rackgate healthcheck: "
-OURS = f"{PREFIX}mounts: /lustre: not mounted (expected lustre)"
+PREFIX = "rackgate healthcheck: "  # the lines it prints
+MARK = "rackgate/healthcheck: "  # the drain reasons it writes
+OURS = f"{MARK}mounts: /lustre: not mounted (expected lustre)"
+RECORD = "var/lib/rackgate-healthcheck/drain-reason"  # under the root
 
 CONFIG = """\
 node_name: gpu001
@@ -126,20 +128,25 @@ def test_missing_mount_drains_with_the_prefix_and_exits_1(node):
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"{PREFIX}gpu001: mounts: FAIL: /home: fstype nfs" in r.stdout
     [call] = node.calls("scontrol")
-    assert call.startswith(f"scontrol update nodename=gpu001 state=drain reason={PREFIX}mounts: ")
+    assert call.startswith(f"scontrol update nodename=gpu001 state=drain reason={MARK}mounts: ")
+    assert call.endswith((node.root / RECORD).read_text().rstrip("\n"))  # recorded first
     assert "rackgate_healthcheck_drained 1" in node.metrics()
     assert 'rackgate_healthcheck_item_ok{item="mounts"} 0' in node.metrics()
 
 
 def test_healthy_node_drained_by_the_check_is_resumed(node):
     node.sinfo("drained", OURS)
+    node.files({RECORD: OURS + "\n"})
     r = node.run()
     assert r.returncode == 0, r.stdout
     assert node.calls("scontrol") == ["scontrol update nodename=gpu001 state=resume"]
     assert "rackgate_healthcheck_drained 0" in node.metrics()
+    assert not (node.root / RECORD).exists()
 
 
-@pytest.mark.parametrize("reason", ["operator: test", "rackgate r1-demo: fio.seq_read: slow"])
+@pytest.mark.parametrize("reason", ["operator: test", "rackgate r1-demo: fio.seq_read: slow",
+                                    "rackgate/drain[r1-demo]: fio.seq_read: slow",
+                                    f"{PREFIX}keep out, RMA 4711", OURS])
 def test_someone_elses_drain_is_never_touched(node, reason):
     node.sinfo("drained", reason)
     assert node.run().returncode == 0
@@ -181,7 +188,7 @@ def test_a_missing_nvidia_smi_is_an_error_that_drains(node):
     assert r.returncode == 1
     assert "gpu_count: ERROR: nvidia-smi: nvidia-smi exited 9: NVIDIA-SMI has failed" in r.stdout
     [call] = node.calls("scontrol")
-    assert f"reason={PREFIX}gpu_count: nvidia-smi: nvidia-smi exited 9" in call
+    assert f"reason={MARK}gpu_count: nvidia-smi: nvidia-smi exited 9" in call
 
 
 def test_a_hanging_command_is_cut_and_the_run_stays_under_10_s(node):

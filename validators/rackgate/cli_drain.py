@@ -1,10 +1,11 @@
 """``rackgate drain runs/<run>``: take the run's REJECTed nodes out of the scheduler, and with
-``--resume-passed`` put back the nodes rackgate drained earlier that now pass.
+``--resume-passed`` put back the nodes this run drained that now pass (only those: a drain
+of another run, a person's or the health check's stays; rackgate.scheduler.drain).
 
 One line per node (node, verdict, the scheduler's state before, what was done, the state
 after), then one line of counts. Exit codes: 0 every action was done (or there was none),
-1 an action failed or a node is not known to the scheduler, 2 drain could not run (no
-report, no launch host, sinfo did not answer).
+1 an action failed, a node is not known to the scheduler or its reason cannot name one
+more run, 2 drain could not run (no report, no launch host, sinfo did not answer).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from rackgate.scheduler.apply import Done, DrainOutcome, drain
 from rackgate.store.manifest import RunError
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
-_DONE = {"drain": "drained", "resume": "resumed", "leave": "left as it is",
-         "none": "nothing to do", "unknown": "unknown to the scheduler"}
-_TO_DO = {"drain": "to drain", "resume": "to resume"}
+_DONE = {"drain": "drained", "release": "released", "resume": "resumed",
+         "leave": "left as it is", "none": "nothing to do",
+         "unknown": "unknown to the scheduler", "conflict": "FAILED"}
+_TO_DO = {"drain": "to drain", "release": "to release", "resume": "to resume"}
 
 
 def _line(d: Done, applied: bool) -> str:
@@ -87,8 +89,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d.add_argument("--dry-run", action="store_true",
                    help="read the nodes' states and print what would be done; change nothing")
     d.add_argument("--resume-passed", action="store_true",
-                   help="resume nodes that rackgate drained earlier (their reason says so) "
-                        "and that pass in this run; nodes drained by anyone else stay")
+                   help="resume the nodes this run drained (its records in the run "
+                        "directory say so) that pass now; nodes drained by another run, a "
+                        "person or the health check stay")
     d.add_argument("--scheduler", choices=["slurm", "kubernetes"],
                    help="default: slurm, on the run's launch host")
     d.add_argument("--kubeconfig", help="Kubernetes: apply the kubectl commands with this "

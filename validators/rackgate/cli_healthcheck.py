@@ -1,6 +1,7 @@
 """``rackgate healthcheck``: check this node between jobs, drain it in SLURM when an item
-fails and resume it when all pass again (only a drain the health check made itself), and
-leave the results for node_exporter. slurmd runs it as HealthCheckProgram through
+fails and resume it when all pass again (only a drain the health check made itself: its
+marker, and the reason it recorded on the node, rackgate.health.RECORD), and leave the
+results for node_exporter. slurmd runs it as HealthCheckProgram through
 ``/usr/local/sbin/rackgate-healthcheck`` (roles/slurm), which calls the ``rackgate-healthcheck``
 entry point (:func:`main`) of a venv that holds rackgate and nothing else.
 
@@ -27,9 +28,11 @@ from rackgate.health.probe import (
     Budget,
     Node,
     apply,
+    read_record,
     run_command,
     run_items,
     slurm_state,
+    write_record,
     write_textfile,
 )
 
@@ -72,19 +75,8 @@ def healthcheck(args: argparse.Namespace, out: TextIO) -> int:
             print(r.line(cfg.node_name), file=out)
     reason, slurm_trouble, drained = drain_reason(results), None, False
     if not args.no_slurm:
-        try:
-            state = slurm_state(cfg.node_name, node, budget)
-        except ValueError as exc:
-            slurm_trouble = f"cannot read the node's state: {exc}"
-        else:
-            decision = decide(state, reason)
-            slurm_trouble = apply(decision.action, cfg.node_name, reason, node, budget)
-            drained = drained_after(state, decision, slurm_trouble is None)
-            done = {"drain": "drained", "resume": "resumed", "none": "left as it is"}
-            did = (done[decision.action] if slurm_trouble is None
-                   else f"FAILED to {decision.action}")
-            print(f"{REASON_PREFIX}{cfg.node_name}: SLURM: {did}: {decision.why}"
-                  + (f" ({reason})" if decision.action == "drain" else ""), file=out)
+        slurm_trouble, drained = _slurm(cfg.node_name, reason, Path(args.root), node, budget,
+                                        out)
         if slurm_trouble:
             print(f"{REASON_PREFIX}{cfg.node_name}: SLURM: {slurm_trouble}", file=out)
     duration = time.monotonic() - started
@@ -92,7 +84,7 @@ def healthcheck(args: argparse.Namespace, out: TextIO) -> int:
     if directory.is_dir():
         try:
             write_textfile(directory, TEXTFILE, textfile(results, drained, now, duration))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             print(f"{REASON_PREFIX}{cfg.node_name}: cannot write {directory / TEXTFILE}: "
                   f"{exc}", file=out)
     else:
@@ -105,6 +97,37 @@ def healthcheck(args: argparse.Namespace, out: TextIO) -> int:
     if reason is not None:
         return EXIT_UNHEALTHY
     return EXIT_CANNOT_RUN if slurm_trouble else EXIT_HEALTHY
+
+
+def _slurm(name: str, reason: str | None, root: Path, node: Node, budget: Budget,
+           out: TextIO) -> tuple[str | None, bool]:
+    """Drain, resume or leave the node; what went wrong (None: nothing) and whether it is
+    drained with the health check's reason afterwards. The reason is recorded on the node
+    before a drain and the record removed after a resume: what makes a drain its own."""
+    try:
+        state = slurm_state(name, node, budget)
+        recorded = read_record(root)
+    except (ValueError, OSError) as exc:
+        return f"cannot read the node's state or the health check's record: {exc}", False
+    decision = decide(state, reason, recorded)
+    trouble = None
+    if decision.action == "drain":
+        try:
+            write_record(root, reason)
+        except OSError as exc:  # drained all the same: an unhealthy node takes no job
+            trouble = f"cannot record the drain's reason ({exc}): resume it by hand"
+    failed = apply(decision.action, name, reason, node, budget)
+    if decision.action == "resume" and failed is None:
+        try:
+            write_record(root, None)
+        except OSError as exc:
+            trouble = f"cannot remove the record of the drain: {exc}"
+    drained = drained_after(state, decision, failed is None, recorded)
+    done = {"drain": "drained", "resume": "resumed", "none": "left as it is"}
+    did = done[decision.action] if failed is None else f"FAILED to {decision.action}"
+    print(f"{REASON_PREFIX}{name}: SLURM: {did}: {decision.why}"
+          + (f" ({reason})" if decision.action == "drain" else ""), file=out)
+    return failed or trouble, drained
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,8 +4,10 @@ for node_exporter's textfile collector (rackgate.reports.metrics; docs/metrics.m
 ``-o -`` writes to stdout; ``-o DIR`` writes ``DIR/rackgate-acceptance.prom``; ``-o FILE``
 writes FILE; without ``-o`` the file goes beside the run's report.json. A file is written
 atomically (temporary file in its directory, then a rename), so node_exporter never reads
-half of one. One summary line goes to stderr. Exit 0 when written, 2 when it could not
-be: one line on stderr naming the run and the problem.
+half of one; the text is checked with promtool's rules before it is written anywhere
+(rackgate.exposition), and a report that contradicts itself is refused. One summary line
+goes to stderr. Exit 0 when written, 2 when it could not be: one line on stderr naming
+the run and the problem (the file it would have replaced stays as it was).
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import sys
 from pathlib import Path
 
 from rackgate.reports import UnreadableReport, read_report
-from rackgate.reports.metrics import DEFAULT_FILE, MetricsError, exposition, write_textfile
+from rackgate.reports.metrics import (
+    DEFAULT_FILE,
+    MetricsError,
+    check_text,
+    exposition,
+    write_textfile,
+)
 
 EXIT_WRITTEN, EXIT_CANNOT_RUN = 0, 2
 
@@ -52,16 +60,19 @@ def cmd_export_metrics(args: argparse.Namespace) -> int:
     target = _target(args.run, report, args.output)
     text = metrics.text()
     nodes = len(metrics.samples["rackgate_node_verdict"])
-    if target is None:
-        sys.stdout.write(text)
-        where = "stdout"
-    else:
-        try:
+    try:
+        if target is None:
+            check_text(text, "stdout")
+            sys.stdout.write(text)
+            where = "stdout"
+        else:
             write_textfile(target, text)
-        except OSError as exc:
-            raise Refused(f"run {args.run}: cannot write {target}: "
-                          f"{exc.strerror or exc}") from None
-        where = str(target)
+            where = str(target)
+    except MetricsError as exc:
+        raise Refused(f"run {args.run}: {exc}") from None
+    except OSError as exc:
+        raise Refused(f"run {args.run}: cannot write {target}: "
+                      f"{exc.strerror or exc}") from None
     note = ("" if target is None or target.suffix == ".prom" else
             " (node_exporter's textfile collector reads only *.prom files)")
     sys.stderr.write(f"export-metrics: run {doc['run']['run_id']}: {nodes} node(s), "

@@ -8,8 +8,9 @@ The pieces, each small and pure except :mod:`.probe`:
   refuses anything it does not know;
 - :mod:`.gpu` and :mod:`.node` turn the text read on the node (nvidia-smi's CSV, the
   kernel log, sysfs, /proc, systemctl) into item results;
-- :mod:`.decide` chooses drain / resume / nothing from the node's SLURM state and reason,
-  and renders the node_exporter textfile;
+- :mod:`.decide` chooses drain / resume / nothing from the node's SLURM state and reason
+  and the health check's own record of the reason it wrote, and renders the
+  node_exporter textfile;
 - :mod:`.probe` reads the node (commands with timeouts, files under a root prefix) and
   runs the items within one time budget.
 
@@ -24,8 +25,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-# Every drain reason the health check writes starts with this; it resumes only those.
+# What every line the health check prints starts with.
 REASON_PREFIX = "rackgate healthcheck: "
+# Every drain reason the health check writes starts with this marker, and the reason is
+# also kept in RECORD (under --root) on the node: it resumes only a drain whose reason
+# carries the marker and is the one recorded (a person who types the marker has not
+# written the record). Older health checks drained with "rackgate healthcheck: ...", which
+# a person may type: such drains are someone else's now.
+DRAIN_MARK = "rackgate/healthcheck: "
+RECORD = "/var/lib/rackgate-healthcheck/drain-reason"
 # The items, in the order they run and report (the textfile's item label).
 ITEMS = ("gpu_count", "gpu_ecc", "gpu_xid", "ib_ports", "mounts", "memlock", "systemd_units")
 

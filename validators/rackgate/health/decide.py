@@ -1,17 +1,23 @@
 """What the health check does to the node in SLURM, and the textfile it leaves for
-node_exporter. Pure: the node's state and reason (sinfo ``%T|%E``) and the items' results
-in, a decision and text out.
+node_exporter. Pure: the node's state and reason (sinfo ``%T|%E``), the reason the health
+check recorded when it last drained the node, and the items' results in; a decision and
+text out.
 
-The health check only ever touches a node whose reason is its own (it starts with
-:data:`~rackgate.health.REASON_PREFIX`) or a node in a state it drains from (idle, mixed,
-allocated, completing, planned, reserved, and those with no reason of another's). A node
-drained or down for any other reason (an operator's, an acceptance run's) is left as it
-is, whether the items pass or not.
+The health check only ever touches a node whose drain is its own (:func:`owned`: the
+reason starts with :data:`~rackgate.health.DRAIN_MARK` and is exactly the reason it
+recorded on the node, :data:`~rackgate.health.RECORD`, when it drained it) or a node in a
+state it drains from (idle, mixed, allocated, completing, planned, reserved, and those
+with no reason of another's). A node drained or down for any other reason (an
+operator's, an acceptance run's, one that only looks like the health check's) is left as
+it is, whether the items pass or not.
 
->>> st = NodeState("n1", "drained", "rackgate healthcheck: mounts: /scratch: not mounted")
->>> decide(st, None).action, decide(st, "rackgate healthcheck: mounts: x").action
+>>> ours = "rackgate/healthcheck: mounts: /scratch: not mounted"
+>>> st = NodeState("n1", "drained", ours)
+>>> decide(st, None, ours).action, decide(st, "rackgate/healthcheck: mounts: x", ours).action
 ('resume', 'drain')
->>> decide(NodeState("n1", "drained", "operator: test"), None).action
+>>> decide(st, None, None).action  # the marker, but no record: not the health check's
+'none'
+>>> decide(NodeState("n1", "drained", "operator: t"), None, None).action
 'none'
 """
 
@@ -21,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rackgate.health import ITEMS, REASON_PREFIX, Health, ItemResult
+from rackgate.health import DRAIN_MARK, ITEMS, Health, ItemResult
 from rackgate.scheduler.slurm import SLURM_OWN_REASONS, NodeState, base_state, is_drained
 
 REASON_MAX = 120  # characters: what sinfo -R shows whole
@@ -37,9 +43,10 @@ class Decision:
     why: str
 
 
-def owned(state: NodeState) -> bool:
-    """Whether the node's reason is the health check's own."""
-    return state.reason.startswith(REASON_PREFIX)
+def owned(state: NodeState, recorded: str | None) -> bool:
+    """Whether the node's reason is the health check's own: its marker, and the reason it
+    recorded when it drained the node (``recorded``; None when there is no record)."""
+    return state.reason.startswith(DRAIN_MARK) and state.reason == recorded
 
 
 def drain_reason(results: Sequence[ItemResult]) -> str | None:
@@ -47,13 +54,13 @@ def drain_reason(results: Sequence[ItemResult]) -> str | None:
     whitespace folded, at most REASON_MAX characters.
 
     >>> drain_reason([ItemResult("mounts", Health.FAIL, "/scr$(x): not\\tmounted")])
-    'rackgate healthcheck: mounts: /scr?(x): not mounted'
+    'rackgate/healthcheck: mounts: /scr?(x): not mounted'
     """
     bad = [r for r in results if not r.health.ok]
     if not bad:
         return None
     more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-    head = f"{REASON_PREFIX}{bad[0].item}: "
+    head = f"{DRAIN_MARK}{bad[0].item}: "
     why = "".join(c if c in _SAFE else "?" for c in " ".join(bad[0].why.split()))
     room = REASON_MAX - len(head) - len(more)
     if len(why) > room:
@@ -61,23 +68,26 @@ def drain_reason(results: Sequence[ItemResult]) -> str | None:
     return f"{head}{why}{more}"
 
 
-def decide(state: NodeState | None, reason: str | None) -> Decision:
-    """Drain, resume or nothing, from the node's state and ``reason`` (None: healthy).
+def decide(state: NodeState | None, reason: str | None, recorded: str | None) -> Decision:
+    """Drain, resume or nothing, from the node's state, ``reason`` (None: healthy) and the
+    reason the health check recorded when it last drained the node.
 
-    >>> decide(NodeState("n1", "idle", ""), "rackgate healthcheck: gpu_count: 7 GPUs").action
+    >>> decide(NodeState("n1", "idle", ""), "rackgate/healthcheck: gpu_count: 7", None).action
     'drain'
-    >>> decide(NodeState("n1", "down*", "Not responding"), "rackgate healthcheck: x: y").action
+    >>> decide(NodeState("n1", "down*", "Not responding"), "rackgate/healthcheck: x: y",
+    ...        None).action
     'none'
     """
     if state is None:
         return Decision("none", "sinfo does not list the node")
-    base, ours = base_state(state.state), owned(state)
+    base, ours = base_state(state.state), owned(state, recorded)
     if reason is None:
         if is_drained(state.state) and ours:
             return Decision("resume", f"healthy again; was {state.describe()}")
         if is_drained(state.state):
             return Decision("none", f"healthy, but {state.describe()} is not the health "
-                            "check's drain: left for whoever set it")
+                            "check's drain" + _unrecorded(state, recorded)
+                            + ": left for whoever set it")
         return Decision("none", f"healthy, {state.describe()}")
     if ours and is_drained(state.state):
         if state.reason == reason:
@@ -87,20 +97,28 @@ def decide(state: NodeState | None, reason: str | None) -> Decision:
     if is_drained(state.state) or (state.reason and not ours
                                    and state.reason not in SLURM_OWN_REASONS):
         return Decision("none", f"{state.describe()} is someone else's: not drained by the "
-                        "health check, left as it is")
+                        "health check" + _unrecorded(state, recorded) + ", left as it is")
     if base not in DRAINABLE:
         return Decision("none", f"state {state.state!r} is not one the health check drains "
                         f"from ({', '.join(sorted(DRAINABLE))})")
     return Decision("drain", f"unhealthy while {state.describe()}")
 
 
-def drained_after(state: NodeState | None, decision: Decision, applied: bool) -> bool:
+def _unrecorded(state: NodeState, recorded: str | None) -> str:
+    if not state.reason.startswith(DRAIN_MARK):
+        return ""
+    return (f" (its record holds {recorded!r})" if recorded else
+            " (no record of a drain on this node)")
+
+
+def drained_after(state: NodeState | None, decision: Decision, applied: bool,
+                  recorded: str | None) -> bool:
     """Whether the node is drained with the health check's reason once ``decision`` ran."""
     if applied and decision.action == "drain":
         return True
     if applied and decision.action == "resume":
         return False
-    return state is not None and is_drained(state.state) and owned(state)
+    return state is not None and is_drained(state.state) and owned(state, recorded)
 
 
 def textfile(results: Sequence[ItemResult], drained: bool, now_s: float,

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from rackgate.health import ItemResult, error, skipped
+from rackgate import exposition
+from rackgate.health import RECORD, ItemResult, error, skipped
 from rackgate.health import gpu as g
 from rackgate.health import node as n
 from rackgate.health.config import HealthConfig
@@ -268,8 +269,31 @@ def apply(action: str, node_name: str, reason: str | None, node: Node,
     return node.run(argv, budget.left()).trouble(argv)
 
 
+def read_record(root: Path) -> str | None:
+    """The reason the health check recorded when it last drained the node
+    (:data:`~rackgate.health.RECORD` under ``root``); None when there is none. OSError when
+    it cannot be read."""
+    path = root / RECORD.lstrip("/")
+    try:
+        text = path.read_bytes()[:1024].decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    return text.rstrip("\n") or None
+
+
+def write_record(root: Path, reason: str | None) -> None:
+    """Record ``reason`` before the health check drains with it, or remove the record
+    (``reason`` None) once it resumed the node. OSError when it cannot."""
+    path = root / RECORD.lstrip("/")
+    if reason is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write(path, (reason + "\n").encode("utf-8"), mode=0o600)
+
+
 def write_textfile(directory: Path, name: str, text: str) -> None:
-    """Write ``directory/name`` atomically (:func:`~rackgate.store.evidence.atomic_write`:
-    a temporary file in the same directory, synced, then a rename), mode 0644 so that
-    node_exporter reads it. OSError when it cannot."""
-    atomic_write(directory / name, text.encode("utf-8"), mode=0o644)
+    """Write ``directory/name`` (:func:`rackgate.exposition.write_textfile`): checked with
+    promtool's rules first (ExpositionError, a ValueError, and the old file stays), then
+    atomically (a temporary file in the same directory, synced, then a rename), mode 0644
+    so that node_exporter reads it. OSError when it cannot be written."""
+    exposition.write_textfile(directory / name, text, 0o644)

@@ -14,19 +14,27 @@ rack (a fabric query, a job across the nodes, a rack-level judgement such as
 and a node-pair matrix (``pairwise[]``, the HTML report's heatmap) is one
 ``rackgate_pair_status`` and, where measured, one ``rackgate_pair_value`` series per pair.
 A node without a rack (no ``rackgate_location``) has ``rack=""``.
+
+What cannot be a valid textfile is refused, never written (:mod:`rackgate.exposition`): a
+label value that is not UTF-8 or holds a control character (a carriage return, say),
+named by its field; and the whole text is checked with promtool's rules before it
+replaces the old file. So is a report that contradicts itself: a node whose verdict is
+not the one its results give (ACCEPT with a failed or errored result, or with nothing
+that passed; REJECT with nothing that blocks it), or a run verdict that is not ACCEPT
+exactly when every node is.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rackgate.store.evidence import atomic_write
+from rackgate import exposition as expo
+from rackgate.exposition import LABEL_NAME, METRIC_NAME, escape_label
 
 DEFAULT_FILE = "rackgate-acceptance.prom"
 STATUS_CODE = {"pass": 0, "warn": 1, "fail": 2, "error": 3, "skip": 4}
@@ -55,25 +63,16 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Measured figure of one node pair of a pairwise check, in the unit of label unit "
         "(only measured pairs).", ("run", "check", "node_a", "node_b", "unit")),
 }
-METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
-LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+__all__ = ["DEFAULT_FILE", "LABEL_NAME", "METRICS", "METRIC_NAME", "MetricsError",
+           "escape_label", "exposition", "write_textfile"]
 
 
 class MetricsError(ValueError):
     """A report that cannot be exported, said in one line naming the file and field."""
 
 
-def escape_label(value: str) -> str:
-    r"""A label value as the text format writes it between double quotes.
-
-    >>> print(escape_label('back\\slash "quoted"\nnext line'))
-    back\\slash \"quoted\"\nnext line
-    """
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+    return expo.escape_help(text)
 
 
 def _number(value: float) -> str:
@@ -129,9 +128,13 @@ class Exposition:
 
 
 def _text(value: Any, where: str, source: str, *, empty: bool = False) -> str:
+    """A label value: a (non-empty) string a textfile can carry, else MetricsError."""
     if not isinstance(value, str) or not (value or empty):
         raise MetricsError(f"{source}: {where} is {value!r}, not a "
                            f"{'' if empty else 'non-empty '}string")
+    problem = expo.label_problem(value)
+    if problem:
+        raise MetricsError(f"{source}: {where} {value!r} {problem}")
     return value
 
 
@@ -152,10 +155,26 @@ def _unix_time(text: Any) -> float | None:
     return when.timestamp() if when.tzinfo is not None else None
 
 
-def _rack(node: Mapping[str, Any]) -> str:
+def _rack(node: Mapping[str, Any], where: str, source: str) -> str:
     place = node.get("place")
     rack = place.get("rack") if isinstance(place, Mapping) else None
-    return rack if isinstance(rack, str) else ""
+    return _text(rack, f"{where}.place.rack", source) if isinstance(rack, str) else ""
+
+
+_BLOCKING, _PASSING = frozenset({"fail", "error"}), frozenset({"pass", "warn"})
+
+
+def _node_contradiction(verdict: str, statuses: Sequence[str]) -> str | None:
+    """Why a node's verdict is not the one its result statuses give (model.node_verdict:
+    ACCEPT exactly when none failed or errored and at least one passed), or None."""
+    blocking = sorted(_BLOCKING.intersection(statuses))
+    if verdict == "ACCEPT" and blocking:
+        return f"is ACCEPT with a {' and '.join(blocking)} result"
+    if verdict == "ACCEPT" and not _PASSING.intersection(statuses):
+        return "is ACCEPT without a result that passed"
+    if verdict == "REJECT" and not blocking and _PASSING.intersection(statuses):
+        return "is REJECT without a failed or errored result"
+    return None
 
 
 def _pairs(out: Exposition, run: str, matrices: Any) -> None:
@@ -188,8 +207,8 @@ def exposition(doc: Any, source: str) -> Exposition:
         raise MetricsError(f"{source}: nodes is not a list")
     out = Exposition(source)
     run = _text(doc["run"].get("run_id"), "run.run_id", source)
-    out.add("rackgate_run_verdict", (run,), _code(VERDICT_VALUE, doc.get("verdict"),
-                                                 "verdict", source), "verdict")
+    run_verdict = _code(VERDICT_VALUE, doc.get("verdict"), "verdict", source)
+    out.add("rackgate_run_verdict", (run,), run_verdict, "verdict")
     when = _unix_time(doc["run"].get("finished"))
     when = when if when is not None else _unix_time(doc.get("generated"))
     if when is None:
@@ -201,9 +220,9 @@ def exposition(doc: Any, source: str) -> Exposition:
         if not isinstance(n, Mapping) or not isinstance(n.get("results"), list):
             raise MetricsError(f"{source}: nodes[{i}] has no list of results")
         node = _text(n.get("name"), f"nodes[{i}].name", source)
-        out.add("rackgate_node_verdict", (run, _rack(n), node),
-                _code(VERDICT_VALUE, n.get("verdict"), f"nodes[{i}].verdict", source),
-                f"nodes[{i}] ({node})")
+        verdict = _code(VERDICT_VALUE, n.get("verdict"), f"nodes[{i}].verdict", source)
+        out.add("rackgate_node_verdict", (run, _rack(n, f"nodes[{i}]", source), node),
+                verdict, f"nodes[{i}] ({node})")
         for j, r in enumerate(n["results"]):
             where = f"nodes[{i}].results[{j}] ({node})"
             if not isinstance(r, Mapping):
@@ -215,14 +234,33 @@ def exposition(doc: Any, source: str) -> Exposition:
             if figure is not None:
                 unit = _text(r.get("unit") or "", f"{where}.unit", source, empty=True)
                 out.add("rackgate_check_value", (run, node, check, unit), figure, where)
+        said = _node_contradiction(n["verdict"], [r["status"] for r in n["results"]])
+        if said:
+            raise MetricsError(f"{source}: nodes[{i}] ({node}) {said}: the report "
+                               f"contradicts itself")
+    verdicts = out.samples["rackgate_node_verdict"].values()
+    if run_verdict != int(bool(verdicts) and all(verdicts)):
+        raise MetricsError(f"{source}: verdict is {doc['verdict']} with "
+                           f"{sum(v == 0 for v in verdicts)} of {len(verdicts)} node(s) "
+                           f"REJECTed: the report contradicts itself")
     _pairs(out, run, doc.get("pairwise", []))
     return out
 
 
 def write_textfile(path: Path, text: str, mode: int = 0o644) -> None:
-    """``text`` to ``path`` atomically (:func:`~rackgate.store.evidence.atomic_write`): a
-    temporary file in the same directory (named ``.<name>.*.tmp``, which the textfile
-    collector's ``*.prom`` never matches), synced, made readable by node_exporter's own user
-    (``mode``), then renamed over ``path``, so a scrape reads the old file or the new one,
-    never half of one."""
-    atomic_write(path, text.encode("utf-8"), mode=mode)
+    """``text`` to ``path`` (:func:`rackgate.exposition.write_textfile`): checked with
+    promtool's rules first (MetricsError, and the old file stays), then written atomically,
+    so a scrape reads the old file or the new one, never half of one, never an invalid
+    one."""
+    try:
+        expo.write_textfile(path, text, mode)
+    except expo.ExpositionError as exc:
+        raise MetricsError(f"{path}: not written: {exc}") from None
+
+
+def check_text(text: str, source: str) -> None:
+    """MetricsError when ``text`` breaks a rule of the format (for text bound for stdout)."""
+    try:
+        expo.check_text(text)
+    except expo.ExpositionError as exc:
+        raise MetricsError(f"{source}: {exc}") from None

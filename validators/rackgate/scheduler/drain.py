@@ -1,38 +1,57 @@
 """What ``rackgate drain`` does with each node of a judged report: pure decisions.
 
+Drain and resume only what this run decided. A run holds a node through its claim: its id
+in the node's drain reason (SLURM) or in the ``rackgate/reason`` annotation beside the
+``rackgate/rejected`` taint (Kubernetes), after the marker ``rackgate/drain``
+(:mod:`.slurm`). Whose a node is (:func:`hold_of`):
+
+- ``free``: no reason, or only slurmctld's own ("Not responding"); Kubernetes: no taint;
+- ``rackgate``: a reason in rackgate's format, naming the runs that hold it; or the reason
+  an older rackgate wrote, ``rackgate <run id>: ...``, when it names this run and this
+  run's records (:class:`Records`) hold exactly that reason;
+- ``others``: anything else (a person's drain, the health check's, a down for
+  maintenance, a taint with rackgate's key and a reason rackgate did not write).
+
 SLURM (:func:`decide_slurm`), given what sinfo says of each node:
 
-- a REJECTed node is drained with rackgate's reason (the run, the check, a short
-  message), unless someone else's reason is on it (a person's drain, a down for
-  maintenance): then it is left exactly as it is, and the decision says whose it is;
-- an ACCEPTed node that rackgate drained earlier (its reason says so:
-  ``slurm.RACKGATE_REASON``) is resumed with ``--resume-passed``, and otherwise reported
-  as still drained; a node drained by anyone else is never resumed;
-- a node slurmctld does not list is an error (``unknown``): nothing is done to it.
+- a REJECTed node that is free is drained for this run; one that rackgate holds for other
+  runs gets this run added to its reason (``drain``): it stays drained until every run on
+  the list let it go; one held by others is left exactly as it is (``leave``);
+- with ``--resume-passed``, an ACCEPTed node that this run holds is let go, but only when
+  this run's records in its run directory show that it drained the node (the marker and
+  the run id alone are text anyone can type): resumed when no other run holds it
+  (``resume``), else this run taken off the list and the node left drained (``release``);
+  a node other runs hold, or others, is never resumed;
+- a node slurmctld does not list is an error (``unknown``): nothing is done to it; a
+  reason that cannot name one more run is an error too (``conflict``), the node untouched.
 
-Kubernetes (:func:`decide_kubernetes`) has no state to read here: every node gets its
-commands (``kubernetes``: taint and label a rejected node, label an accepted one, and with
-``--resume-passed`` remove rackgate's own taint).
+Kubernetes (:func:`decide_kubernetes`) decides the same from each node's taint and
+reason annotation, read first; without a kubeconfig nothing is read, so only a rejected
+node's commands (a taint kubectl refuses where one is already there) and the labels are
+printed, and nothing is resumed.
 
 >>> st = {"n1": NodeState("n1", "idle", ""), "n2": NodeState("n2", "drained", "ops: fan")}
->>> nodes = [ReportNode("n1", "REJECT", "rackgate r1: fio.seq_read: slow"),
-...          ReportNode("n2", "REJECT", "rackgate r1: gpu.health: ECC")]
->>> [(d.node, d.action) for d in decide_slurm(nodes, st, resume_passed=False)]
+>>> nodes = [ReportNode("n1", "REJECT", "fio.seq_read: slow"),
+...          ReportNode("n2", "REJECT", "gpu.health: ECC")]
+>>> [(d.node, d.action) for d in decide_slurm(nodes, st, "r1", Records(), resume_passed=False)]
 [('n1', 'drain'), ('n2', 'leave')]
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rackgate.collect.launch import NODE_NAME
-from rackgate.scheduler import kubernetes, slurm
+from rackgate.scheduler import kubernetes as k8s
+from rackgate.scheduler import slurm
+from rackgate.scheduler.kubernetes import TaintState
 from rackgate.scheduler.slurm import NodeState
 
-Action = Literal["drain", "resume", "leave", "none", "unknown"]
-CHANGES: tuple[Action, ...] = ("drain", "resume")
+Action = Literal["drain", "release", "resume", "leave", "none", "unknown", "conflict"]
+CHANGES: tuple[Action, ...] = ("drain", "release", "resume")
+FAILED: tuple[Action, ...] = ("unknown", "conflict")
 
 
 class ReportError(ValueError):
@@ -45,7 +64,34 @@ class ReportNode:
 
     name: str
     verdict: Literal["ACCEPT", "REJECT"]
-    reason: str  # the drain reason it gets when rejected (slurm.reason_for)
+    message: str  # what it is drained for when rejected (slurm.message_for)
+
+
+@dataclass(frozen=True)
+class Records:
+    """What this run's records in its run directory (``scheduler/*-drain/``) say it did:
+    per node, the reasons of every drain it ran or was about to run; and the record files
+    that could not be read (named where a decision needed them)."""
+
+    drained: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    unreadable: tuple[str, ...] = ()
+
+    def shows(self, node: str, reason: str | None = None) -> bool:
+        """Whether this run drained ``node`` (with exactly ``reason``, when given)."""
+        reasons = self.drained.get(node, frozenset())
+        return bool(reasons) if reason is None else reason in reasons
+
+    def lacks(self, node: str) -> str:
+        unread = (f"; {len(self.unreadable)} record(s) unreadable: "
+                  f"{', '.join(self.unreadable)}" if self.unreadable else "")
+        return (f"this run's records (scheduler/*-drain/) show no drain of {node}{unread}: "
+                "left as it is")
+
+
+@dataclass(frozen=True)
+class Hold:
+    kind: Literal["free", "rackgate", "others"]
+    runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,6 +102,7 @@ class Decision:
     why: str
     before: NodeState | None = None  # the scheduler's view before (SLURM only)
     argvs: tuple[tuple[str, ...], ...] = ()  # what runs for it, in order
+    reason: str | None = None  # the drain reason it writes (drain, release)
 
     @property
     def changes(self) -> bool:
@@ -94,7 +141,7 @@ def report_nodes(doc: Mapping[str, Any], source: str) -> tuple[str, list[ReportN
         if verdict == "ACCEPT" and any(r["status"] in ("fail", "error") for r in results):
             raise ReportError(f"{source}: node {name} is ACCEPT with a failed or errored "
                               f"result: the report is inconsistent")
-        out.append(ReportNode(name, verdict, slurm.reason_for(run_id, n)))
+        out.append(ReportNode(name, verdict, slurm.message_for(n)))
     names = [n.name for n in out]
     if len(set(names)) != len(names):
         twice = sorted({x for x in names if names.count(x) > 1})
@@ -102,8 +149,25 @@ def report_nodes(doc: Mapping[str, Any], source: str) -> tuple[str, list[ReportN
     return run_id, out
 
 
-def decide_slurm(nodes: Sequence[ReportNode], states: Mapping[str, NodeState], *,
-                 resume_passed: bool) -> list[Decision]:
+def hold_of(node: str, reason: str, free: bool, run_id: str, records: Records) -> Hold:
+    """Whose the node is, from its reason (see the module); ``free``: the scheduler's view
+    says no one holds it."""
+    if free:
+        return Hold("free")
+    runs = slurm.claims_of(reason)
+    if runs is not None:
+        return Hold("rackgate", runs)
+    if slurm.legacy_run(reason) == run_id and records.shows(node, reason):
+        return Hold("rackgate", (run_id,))
+    return Hold("others")
+
+
+def _runs(runs: Sequence[str]) -> str:
+    return f"run{'s' if len(runs) > 1 else ''} {', '.join(runs)}"
+
+
+def decide_slurm(nodes: Sequence[ReportNode], states: Mapping[str, NodeState], run_id: str,
+                 records: Records, *, resume_passed: bool) -> list[Decision]:
     """One decision per node of the report, in the report's order."""
     out = []
     for n in nodes:
@@ -111,51 +175,146 @@ def decide_slurm(nodes: Sequence[ReportNode], states: Mapping[str, NodeState], *
         if st is None:
             out.append(Decision(n.name, n.verdict, "unknown", "not known to slurmctld "
                                 "(sinfo does not list it): nothing done"))
-        elif n.verdict == "REJECT":
-            out.append(_rejected(n, st))
+            continue
+        hold = hold_of(n.name, st.reason, st.free, run_id, records)
+        if n.verdict == "REJECT":
+            out.append(_rejected(n, st, hold, run_id))
         else:
-            out.append(_accepted(n, st, resume_passed))
+            out.append(_accepted(n, st, hold, run_id, records, resume_passed))
     return out
 
 
-def _rejected(n: ReportNode, st: NodeState) -> Decision:
-    if st.held_by_others:
+def _drain(n: ReportNode, st: NodeState | None, runs: Sequence[str], message: str,
+           action: Action, why: str) -> Decision:
+    try:
+        text = slurm.reason(runs, message)
+    except ValueError as exc:
+        return Decision(n.name, n.verdict, "conflict", f"{exc}: left as it is", st)
+    return Decision(n.name, n.verdict, action, why.format(reason=text), st,
+                    (tuple(slurm.drain_argv(n.name, text)),), text)
+
+
+def _rejected(n: ReportNode, st: NodeState, hold: Hold, run_id: str) -> Decision:
+    if hold.kind == "others":
         return Decision(n.name, n.verdict, "leave", f"someone else's: {st.reason}", st)
-    if st.drained and st.reason == n.reason:
-        return Decision(n.name, n.verdict, "none", "already drained by this run", st)
-    return Decision(n.name, n.verdict, "drain", n.reason, st,
-                    (tuple(slurm.drain_argv(n.name, n.reason)),))
+    if hold.kind == "free":
+        return _drain(n, st, (run_id,), n.message, "drain", "{reason}")
+    if run_id not in hold.runs:
+        return _drain(n, st, (*hold.runs, run_id), n.message, "drain",
+                      f"also held for {_runs(hold.runs)}: {{reason}}")
+    if st.drained and (hold.runs != (run_id,) or st.reason == _reason(hold.runs, n.message)):
+        return Decision(n.name, n.verdict, "none", f"already drained by this run: {st.reason}",
+                        st)
+    return _drain(n, st, hold.runs, n.message, "drain", "{reason}")
 
 
-def _accepted(n: ReportNode, st: NodeState, resume_passed: bool) -> Decision:
-    if st.drained and st.by_rackgate:
-        if resume_passed:
-            return Decision(n.name, n.verdict, "resume", f"passes now; rackgate drained it: "
-                            f"{st.reason}", st, (tuple(slurm.resume_argv(n.name)),))
-        return Decision(n.name, n.verdict, "none", f"passes, still drained by rackgate "
-                        f"(--resume-passed resumes it): {st.reason}", st)
-    if st.held_by_others:
+def _reason(runs: Sequence[str], message: str) -> str | None:
+    try:
+        return slurm.reason(runs, message)
+    except ValueError:
+        return None
+
+
+def _accepted(n: ReportNode, st: NodeState, hold: Hold, run_id: str, records: Records,
+              resume_passed: bool) -> Decision:
+    if hold.kind == "others":
         return Decision(n.name, n.verdict, "leave", f"passes; someone else's: {st.reason}",
                         st)
-    return Decision(n.name, n.verdict, "none", "passes", st)
+    if hold.kind == "free" or not st.drained:
+        return Decision(n.name, n.verdict, "none", "passes", st)
+    if run_id not in hold.runs:
+        return Decision(n.name, n.verdict, "leave", f"passes; drained for rackgate "
+                        f"{_runs(hold.runs)}, not this one (only their own follow-up "
+                        f"resumes it): {st.reason}", st)
+    if not records.shows(n.name):
+        return Decision(n.name, n.verdict, "leave", f"passes; {st.reason!r} names this run, "
+                        f"but {records.lacks(n.name)}", st)
+    if not resume_passed:
+        return Decision(n.name, n.verdict, "none", f"passes, still drained by this run "
+                        f"(--resume-passed resumes it): {st.reason}", st)
+    rest = tuple(r for r in hold.runs if r != run_id)
+    if rest:
+        return _drain(n, st, rest, f"{run_id} passes it; still rejected by {_runs(rest)}",
+                      "release", f"passes now; stays drained for {_runs(rest)}: {{reason}}")
+    return Decision(n.name, n.verdict, "resume", f"passes now; this run drained it: "
+                    f"{st.reason}", st, (tuple(slurm.resume_argv(n.name)),))
 
 
-def decide_kubernetes(nodes: Sequence[ReportNode], run_id: str, *, resume_passed: bool,
-                      kubeconfig: str | None) -> list[Decision]:
-    """The kubectl commands of each node (Kubernetes' state is not read here)."""
+def decide_kubernetes(nodes: Sequence[ReportNode], run_id: str,
+                      states: Mapping[str, TaintState | str] | None, records: Records, *,
+                      resume_passed: bool, kubeconfig: str | None) -> list[Decision]:
+    """The kubectl commands of each node from its taint and reason (``states``: what
+    :func:`~rackgate.scheduler.kubernetes.parse_state` read, or why it could not be read;
+    None when nothing was read, without a kubeconfig). ValueError when a name cannot be a
+    Kubernetes one."""
     out = []
     for n in nodes:
-        if n.verdict == "REJECT":
-            argvs = kubernetes.reject_argvs(n.name, run_id, n.reason, kubeconfig)
-            out.append(Decision(n.name, n.verdict, "drain", n.reason,
-                                argvs=tuple(map(tuple, argvs))))
-        elif resume_passed:
-            argvs = kubernetes.resume_argvs(n.name, run_id, kubeconfig)
-            out.append(Decision(n.name, n.verdict, "resume", "passes: rackgate's taint "
-                                "removed (if it is there), labelled ACCEPT",
-                                argvs=tuple(map(tuple, argvs))))
-        else:
-            argvs = kubernetes.accept_argvs(n.name, run_id, kubeconfig)
-            out.append(Decision(n.name, n.verdict, "none", "passes: labelled ACCEPT",
-                                argvs=tuple(map(tuple, argvs))))
+        label = tuple(k8s.label_argv(n.name, n.verdict, run_id, kubeconfig))
+        st = None if states is None else states.get(n.name, "not read")
+        if isinstance(st, str):
+            out.append(Decision(n.name, n.verdict, "unknown", f"its taint could not be read "
+                                f"(kubectl get nodes {n.name}: {st}): nothing done"))
+            continue
+        hold = Hold("free") if st is None else hold_of(
+            n.name, st.reason, not st.tainted, run_id, records)
+        if hold.kind == "rackgate" and st is not None and st.value not in hold.runs:
+            hold = Hold("others")  # a taint that its reason does not name
+        d = (_k8s_rejected(n, st, hold, run_id, kubeconfig) if n.verdict == "REJECT" else
+             _k8s_accepted(n, st, hold, run_id, records, resume_passed, kubeconfig))
+        out.append(Decision(d.node, d.verdict, d.action, d.why, None, (*d.argvs, label),
+                            d.reason))
     return out
+
+
+def _k8s_drain(n: ReportNode, runs: Sequence[str], message: str, action: Action, why: str,
+               taint: list[str] | None, kubeconfig: str | None) -> Decision:
+    d = _drain(n, None, runs, message, action, why)
+    if d.reason is None:
+        return d
+    argvs = [*([taint] if taint else []), k8s.annotate_argv(n.name, d.reason, kubeconfig)]
+    return Decision(n.name, n.verdict, action, d.why, None, tuple(map(tuple, argvs)), d.reason)
+
+
+def _k8s_rejected(n: ReportNode, st: TaintState | None, hold: Hold, run_id: str,
+                  kubeconfig: str | None) -> Decision:
+    if hold.kind == "others" and st is not None:
+        return Decision(n.name, n.verdict, "leave", f"someone else's taint "
+                        f"{k8s.TAINT}={st.value} ({k8s.REASON}: {st.reason!r}): left")
+    if hold.kind != "rackgate":
+        return _k8s_drain(n, (run_id,), n.message, "drain", "{reason}",
+                          k8s.taint_argv(n.name, run_id, kubeconfig), kubeconfig)
+    if run_id in hold.runs:
+        return Decision(n.name, n.verdict, "none", "already tainted by this run")
+    return _k8s_drain(n, (*hold.runs, run_id), n.message, "drain",
+                      f"also held for {_runs(hold.runs)}: {{reason}}", None, kubeconfig)
+
+
+def _k8s_accepted(n: ReportNode, st: TaintState | None, hold: Hold, run_id: str,
+                  records: Records, resume_passed: bool, kubeconfig: str | None) -> Decision:
+    if st is None:
+        return Decision(n.name, n.verdict, "none", "passes" + (
+            "; resuming reads its taint first: give --kubeconfig" if resume_passed else ""))
+    if hold.kind == "others":
+        return Decision(n.name, n.verdict, "leave", f"passes; someone else's taint "
+                        f"{k8s.TAINT}={st.value} ({k8s.REASON}: {st.reason!r})")
+    if hold.kind == "free":
+        return Decision(n.name, n.verdict, "none", "passes")
+    if run_id not in hold.runs:
+        return Decision(n.name, n.verdict, "leave", f"passes; tainted for rackgate "
+                        f"{_runs(hold.runs)}, not this one: {st.reason}")
+    if not records.shows(n.name):
+        return Decision(n.name, n.verdict, "leave", f"passes; {st.reason!r} names this run, "
+                        f"but {records.lacks(n.name)}")
+    if not resume_passed:
+        return Decision(n.name, n.verdict, "none", "passes, still tainted by this run "
+                        "(--resume-passed removes it)")
+    rest = tuple(r for r in hold.runs if r != run_id)
+    if rest:
+        taint = (k8s.taint_argv(n.name, rest[0], kubeconfig, overwrite=True)
+                 if st.value == run_id else None)
+        return _k8s_drain(n, rest, f"{run_id} passes it; still rejected by {_runs(rest)}",
+                          "release", f"passes now; stays tainted for {_runs(rest)}: "
+                          "{reason}", taint, kubeconfig)
+    return Decision(n.name, n.verdict, "resume", f"passes now; this run tainted it: "
+                    f"{st.reason}", None, (tuple(k8s.untaint_argv(n.name, kubeconfig)),
+                                           tuple(k8s.annotate_argv(n.name, None, kubeconfig))))

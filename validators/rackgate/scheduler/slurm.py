@@ -1,5 +1,5 @@
 """SLURM's side of ``rackgate drain``: the commands (argv lists, every identifier checked
-first) and what sinfo answers.
+first), what sinfo answers, and the drain reasons rackgate writes and reads back.
 
 A node is drained with ``scontrol update nodename=<n> state=drain reason=<text>`` and
 resumed with ``state=resume`` (scontrol(1)); its state and reason are read with
@@ -7,13 +7,26 @@ resumed with ``state=resume`` (scontrol(1)); its state and reason are read with
 query the readiness guard of every srun job makes (``programs/probes/slurm_ready.py``,
 whose reader this uses).
 
-The reason rackgate writes says that rackgate drained the node, in which run, for which
-check: ``rackgate 20261202T031500Z-demo: redundancy.psu_ipmi: PSU2 Status (02h): Failure
-detected``. Only a reason of that shape (:data:`RACKGATE_REASON`) marks a node as
-rackgate's to resume; the health check's drains (``rackgate healthcheck: ...``) are not.
+The reason rackgate writes starts with a marker a person does not type, ``rackgate/drain``,
+and the runs whose rejection holds the node, in brackets:
+``rackgate/drain[20261202T031500Z-demo]: redundancy.psu_ipmi: PSU2 Status (02h): Failure
+detected``. A node that two runs
+rejected names both (``rackgate/drain[A,B]: ...``): each run's follow-up
+(``drain --resume-passed``) takes only its own run off the list, and the node is resumed
+when the list is empty. The marker alone proves nothing (anyone can type it):
+:mod:`rackgate.scheduler.drain` resumes a node for a run only when that run's own records
+in its run directory show that it drained the node.
 
->>> drain_argv("rg-node01", "rackgate r1-demo: fio.seq_read: slow")[2:]
-['nodename=rg-node01', 'state=drain', 'reason=rackgate r1-demo: fio.seq_read: slow']
+A reason of the shape older rackgate wrote, ``rackgate <run id>: <check>: ...``
+(:data:`LEGACY`), is rackgate's only for the run it names and only when that run's
+records hold exactly that reason: a person's "rackgate maint: PSU2 RMA" is someone else's.
+
+>>> reason(("r1-demo",), "fio.seq_read: slow")
+'rackgate/drain[r1-demo]: fio.seq_read: slow'
+>>> claims_of("rackgate/drain[r1,r2]: fio.seq_read: slow"), claims_of("rackgate maint: PSU2")
+(('r1', 'r2'), None)
+>>> drain_argv("rg-node01", "rackgate/drain[r1]: fio.seq_read: slow")[2:]
+['nodename=rg-node01', 'state=drain', 'reason=rackgate/drain[r1]: fio.seq_read: slow']
 >>> base_state("drained*"), is_drained("draining"), is_drained("idle")
 ('drained', True, False)
 """
@@ -30,11 +43,13 @@ from rackgate.programs.probes.slurm_ready import node_states
 
 # A run id as new_run_dir makes it (<UTC stamp>-<profile>[-<n>]); anything plain is taken.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-# "rackgate healthcheck: ..." is the health check's own drain (rackgate.health), which only
-# the health check resumes: to ``rackgate drain`` it is someone else's.
-RACKGATE_REASON = re.compile(
-    r"rackgate (?!healthcheck: )(?P<run>[A-Za-z0-9][A-Za-z0-9._-]*): \S")
+MARK = "rackgate/drain"
+_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+CLAIMS = re.compile(rf"{re.escape(MARK)}\[(?P<runs>{_ID}(?:,{_ID})*)\]: ")
+# What rackgate wrote before the marker; "rackgate healthcheck: ..." was the health check's.
+LEGACY = re.compile(rf"rackgate (?!healthcheck: )(?P<run>{_ID}): \S")
 REASON_MAX = 160  # characters: sinfo -R shows it whole, a ticket quotes it
+MESSAGE_MIN = 20  # characters of the message a reason keeps however many runs it names
 # States with SLURM's flags after them (sinfo(1) NODE STATE CODES): * not responding,
 # ~ powered off, # powering up, ! pending power down, % powering down, $ maintenance
 # reservation, @ pending reboot, ^ reboot issued, - planned.
@@ -59,15 +74,9 @@ class NodeState:
         return is_drained(self.state)
 
     @property
-    def by_rackgate(self) -> bool:
-        """Whether the reason is one rackgate wrote (so rackgate may resume the node)."""
-        return RACKGATE_REASON.match(self.reason) is not None
-
-    @property
-    def held_by_others(self) -> bool:
-        """Whether a person or another tool set this node's reason: rackgate leaves it."""
-        return bool(self.reason) and not self.by_rackgate and self.reason not in \
-            SLURM_OWN_REASONS
+    def free(self) -> bool:
+        """No reason, or only slurmctld's own (a drain may replace it)."""
+        return not self.reason or self.reason in SLURM_OWN_REASONS
 
     def describe(self) -> str:
         return f"{self.state} ({self.reason})" if self.reason else self.state
@@ -108,32 +117,68 @@ def parse_states(text: str) -> dict[str, NodeState]:
     for line in text.splitlines():
         if line.strip() and line.count("|") < 2:
             raise ValueError(f"sinfo line {line[:120]!r} is not <node>|<state>|<reason>")
-    return {node: NodeState(node, state, "" if reason in NO_REASON else reason)
-            for node, (state, reason) in node_states(text).items()}
+    return {node: NodeState(node, state, "" if why in NO_REASON else why)
+            for node, (state, why) in node_states(text).items()}
 
 
-def reason_for(run_id: str, node: Mapping[str, Any]) -> str:
-    """The drain reason of a rejected node of a report: rackgate, the run, the first
-    blocking check and its message (printable text, at most REASON_MAX characters).
+def claims_of(text: str) -> tuple[str, ...] | None:
+    """The runs a reason in rackgate's format names (None: not that format, or a run named
+    twice)."""
+    m = CLAIMS.match(text)
+    if m is None:
+        return None
+    runs = tuple(m.group("runs").split(","))
+    return runs if len(set(runs)) == len(runs) else None
 
-    >>> reason_for("r1-demo", {"name": "n1", "results": [
+
+def legacy_run(text: str) -> str | None:
+    """The run an older rackgate's reason (``rackgate <run id>: ...``) names, or None."""
+    m = LEGACY.match(text)
+    return m.group("run") if m else None
+
+
+def message_for(node: Mapping[str, Any]) -> str:
+    """What a rejected node of a report is drained for: the first blocking check and its
+    message (printable text), and how many others blocked it.
+
+    >>> message_for({"name": "n1", "results": [
     ...     {"check": "fio.seq_read", "status": "fail", "message": "read   42 MB/s"},
     ...     {"check": "gpu.health", "status": "error", "message": "no GPU"}]})
-    'rackgate r1-demo: fio.seq_read: read 42 MB/s (+1 more)'
+    'fio.seq_read: read 42 MB/s (+1 more)'
     """
-    plain(RUN_ID, run_id, "run id")
     blocking = [r for r in node.get("results", []) if r.get("status") in ("fail", "error")]
     if blocking:
         check, message = str(blocking[0]["check"]), str(blocking[0].get("message", ""))
     else:  # rejected with nothing judged: its verdict's reason says why
         check, message = "verdict", "; ".join(node.get("reasons") or ["rejected"])
     more = f" (+{len(blocking) - 1} more)" if len(blocking) > 1 else ""
-    head = f"rackgate {run_id}: {check}: "
-    room = max(20, REASON_MAX - len(head) - len(more))
     short = "".join(c if c.isprintable() else "?" for c in " ".join(message.split()))
-    if len(short) > room:
-        short = short[:room - 3].rstrip() + "..."
-    return f"{head}{short}{more}"
+    return f"{check}: {short}{more}"
+
+
+def reason(runs: Sequence[str], message: str) -> str:
+    """The drain reason naming ``runs`` (each a plain run id), ``message`` cut to fit
+    REASON_MAX (its ``(+N more)`` kept). ValueError when the runs leave the message less
+    than MESSAGE_MIN characters.
+
+    >>> reason(["r1"], "fio.seq_read: " + "x" * 200 + " (+1 more)")[-30:]
+    'xxxxxxxxxxxxxxxxx... (+1 more)'
+    """
+    for run in runs:
+        plain(RUN_ID, run, "run id")
+    if not runs or len(set(runs)) != len(runs):
+        raise ValueError(f"a drain reason names each run once, not {list(runs)}")
+    head = f"{MARK}[{','.join(runs)}]: "
+    tail = message[message.rindex(" (+"):] if message.endswith(" more)") and " (+" in \
+        message else ""
+    body = message[:len(message) - len(tail)]
+    room = REASON_MAX - len(head) - len(tail)
+    if room < MESSAGE_MIN:
+        raise ValueError(f"a drain reason naming runs {', '.join(runs)} would leave "
+                         f"{max(room, 0)} of {REASON_MAX} characters for why")
+    if len(body) > room:
+        body = body[:room - 3].rstrip() + "..."
+    return f"{head}{body}{tail}"
 
 
 def drain_argv(node: str, reason: str) -> list[str]:

@@ -10,8 +10,9 @@ What is verified:
     metrics on rg-slurm-c1 (which has node_exporter's textfile directory), and says it
     wrote none on rg-slurm-c2 (which has not);
   * stopping the required unit rackgate-hc-dummy.service on rg-slurm-c2 drains it with a
-    reason starting "rackgate healthcheck: systemd_units" within WAIT_S; starting it again
-    resumes the node (idle) within WAIT_S;
+    reason starting "rackgate/healthcheck: systemd_units" within WAIT_S, the reason recorded
+    in /var/lib/rackgate-healthcheck/drain-reason; starting it again resumes the node (idle)
+    within WAIT_S and removes the record;
   * rg-slurm-c1 drained by an operator ("operator: test") stays drained with that reason for
     three intervals while the check fails there, and after the unit is back as well.
 
@@ -37,7 +38,8 @@ INTERVAL_S = 5  # slurm_healthcheck_interval in molecule.yml
 # slurmctld triggers the checks once per interval; the check itself takes about a second,
 # and slurmctld's background loop may start it a few seconds late.
 WAIT_S = 3 * INTERVAL_S + 20
-PREFIX = "rackgate healthcheck: "
+PREFIX = "rackgate/healthcheck: "  # the marker of the health check's drain reasons
+RECORD = "/var/lib/rackgate-healthcheck/drain-reason"
 UNIT = "rackgate-hc-dummy.service"
 PROGRAM = "/usr/local/sbin/rackgate-healthcheck"
 TEXTFILE = "/var/lib/prometheus/node-exporter/rackgate-healthcheck.prom"
@@ -110,10 +112,12 @@ def test_stopped_unit_drains_the_node_and_its_return_resumes_it():
             node, lambda s, r: s.startswith("drain") and r.startswith(PREFIX),
             f"a drain with a reason starting {PREFIX!r} after stopping {UNIT}")
         assert reason.startswith(f"{PREFIX}systemd_units: {UNIT}: inactive"), reason
+        assert host.file(RECORD).content_string.rstrip("\n") == reason
     finally:
         host.run_expect([0], f"systemctl start {UNIT}")
     wait_for(node, lambda s, r: s == "idle", f"idle (resumed by the health check) after "
              f"starting {UNIT} again")
+    assert not host.file(RECORD).exists
 
 
 def test_operator_drain_is_never_resumed():
