@@ -6,11 +6,11 @@ trusted (or not) long after the run. Reads files; never re-judges.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rackgate.documents import load_json
 from rackgate.store.manifest import RunError
 
 
@@ -21,7 +21,7 @@ def verify_report(report_json: Path) -> tuple[int, list[str]]:
     sha256 the report recorded, so a report can be trusted (or not) long after the run.
     """
     try:
-        doc = json.loads(report_json.read_text(encoding="utf-8"))
+        doc = load_json(report_json.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunError(f"{report_json}: cannot read the report: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
