@@ -159,3 +159,25 @@ def test_a_profile_with_anchors_and_aliases_still_loads(judged, tmp_path):
     out = rackgate_cli("judge", judged, "--profile", profile, "--out", tmp_path / "out",
                        cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+# 9. A format string is validated before it is used -----------------------------------------
+
+@pytest.mark.parametrize("option, fmt", [
+    ("--host-format", "{:>999999999999}"),  # a width no memory holds: MemoryError
+    ("--host-format", "gpu{:0999999}"),  # a plan of 1 MB host names, written (exit 0)
+])
+def test_sound2_9_fabric_plan_validates_a_format_string_before_using_it(tmp_path, option, fmt):
+    out = rackgate_cli("fabric", "plan", "--nodes", "4", "--rails", "2", "--leaf-ports", "8",
+                       option, fmt, cwd=tmp_path)
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    assert f"{option} cannot number" in out.stderr and fmt in out.stderr, out.stderr
+
+
+def test_fabric_plan_numbers_names_with_an_ordinary_format(tmp_path):
+    """The control: a zero-padded width and a hex number are what --host-format is for."""
+    out = rackgate_cli("fabric", "plan", "--nodes", "4", "--rails", "2", "--leaf-ports", "8",
+                       "--host-format", "dgx{:03d}", "--hca-format", "mlx5_{:x}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "host: dgx004" in out.stdout and "hca: mlx5_1" in out.stdout
