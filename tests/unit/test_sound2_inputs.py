@@ -10,11 +10,16 @@ fixture) and judged once per module.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import yaml
@@ -22,6 +27,16 @@ from stored_runs import write_run
 
 import rackgate
 from rackgate.checks import load_profile
+from rackgate.parsers import ParseError
+from rackgate.parsers.bonding import parse_bonding
+from rackgate.parsers.ipmi import parse_ipmi_sdr
+from rackgate.parsers.launch_failure import expand_hostlist
+from rackgate.parsers.multipath import parse_multipath_ll
+from rackgate.parsers.nvidia_smi import parse_nvidia_smi, parse_nvidia_smi_text
+from rackgate.parsers.nvlink import parse_nvlink_status
+from rackgate.parsers.perftest import parse_ib_write_bw
+
+T = TypeVar("T")
 
 FIO = Path(__file__).resolve().parents[1] / "fixtures" / "fio" / "seq-read-healthy.json"
 PACKAGE_ROOT = str(Path(rackgate.__file__).resolve().parents[1])
@@ -181,3 +196,150 @@ def test_fabric_plan_numbers_names_with_an_ordinary_format(tmp_path):
                        "--host-format", "dgx{:03d}", "--hca-format", "mlx5_{:x}", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "host: dgx004" in out.stdout and "hca: mlx5_1" in out.stdout
+
+
+# 8. A judgement that runs away is an error for its (node, check) alone ---------------------
+
+# Registers two checks whose judge does not return on the evidence "spin" for 180 s (three
+# times the test's patience, so the test cannot pass by a judge that happens to be fast):
+# test.spin_node per node (a copy of fio.seq_read; on other evidence it judges as
+# fio.seq_read does) and test.spin_across launched across the nodes (a copy of
+# mpi.allreduce). Sets the bound of one judgement to 1 s (the code before the bound has
+# none to set: it hangs) and judges a run of n1 (healthy) and n2 (spinning), printing
+# every result.
+SPIN_SCRIPT = """
+import dataclasses, json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import rackgate.judge.run
+from rackgate.checks import REGISTRY, load_profile, profile_from_document
+from stored_runs import write_run
+from rackgate.run import judge_run
+try:
+    from rackgate.judge import bound
+    bound.JUDGE_LIMIT_S = 1.0
+except ImportError:
+    pass
+if sys.argv[3] == "forked":
+    rackgate.judge.run.PARALLEL_MIN_RESULTS = 1
+fio, mpi = REGISTRY["fio.seq_read"], REGISTRY["mpi.allreduce"]
+def spin(record, params, thresholds, hardware):
+    until = time.monotonic() + 180  # far past the test's patience: an orphan ends too
+    while record == "spin":
+        if time.monotonic() > until:
+            raise RuntimeError("spun 180 s and nothing stopped it")
+    return fio.judge(fio.parse(record), params, thresholds, hardware)
+REGISTRY["test.spin_node"] = dataclasses.replace(fio, name="test.spin_node",
+                                                 parse=str.strip, judge=spin)
+REGISTRY["test.spin_across"] = dataclasses.replace(mpi, name="test.spin_across",
+                                                   parse=str.strip, judge=spin,
+                                                   judge_nodes=None)
+doc = dict(load_profile("demo").raw)
+doc["checks"] = {**doc["checks"], "test.spin_node": doc["checks"]["fio.seq_read"],
+                 "test.spin_across": doc["checks"]["mpi.allreduce"]}
+healthy = Path(sys.argv[4]).read_text()
+run = write_run(Path(sys.argv[2]), profile_from_document(doc, "spin"),
+                ["fio.seq_read", "test.spin_node", "test.spin_across"], ["n1", "n2"],
+                launch_host="head", argv=("fio",), evidence={
+                    ("n1", "fio.seq_read"): healthy, ("n2", "fio.seq_read"): healthy,
+                    ("n1", "test.spin_node"): healthy, ("n2", "test.spin_node"): "spin",
+                    ("head", "test.spin_across"): "spin"})
+outcome = judge_run(run)
+print(json.dumps({f"{n.node} {r.check}": [r.status.label, r.message]
+                  for n in outcome.rack.nodes for r in n.results}))
+"""
+
+
+@pytest.mark.parametrize("loop", ["serial", "forked"])
+def test_sound2_8_a_runaway_judgement_is_an_error_for_its_node_and_check_alone(tmp_path,
+                                                                               loop):
+    """Serial: the judge's own process; forked: judge.run's worker processes."""
+    env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT}
+    proc = subprocess.Popen([sys.executable, "-c", SPIN_SCRIPT, str(Path(__file__).parent),
+                             str(tmp_path / "run"), loop, str(FIO)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the judge and its forked workers
+        proc.communicate()
+        pytest.fail("the judgement that does not return was not stopped within 60 s")
+    assert proc.returncode == 0, stderr[-3000:]
+    results = json.loads(stdout.splitlines()[-1])
+    bounded = "judging took longer than its bound of 1 s"
+    assert results["n1 fio.seq_read"][0] == results["n2 fio.seq_read"][0] == "pass", results
+    assert results["n1 test.spin_node"][0] == "pass", results  # the same check, other node
+    assert results["n2 test.spin_node"][0] == "error", results
+    assert bounded in results["n2 test.spin_node"][1], results
+    for node in ("n1", "n2"):  # judged once for both: each node's share of it ran out
+        assert results[f"{node} test.spin_across"][0] == "error", results
+        assert "longer than its bound of 2 s" in results[f"{node} test.spin_across"][1]
+
+
+# 8. Parsers are linear in the length of a line ---------------------------------------------
+
+class _Overrun(BaseException):  # not an Exception: the judge turns those into errors
+    pass
+
+
+def _overrun(signum: int, frame: object) -> None:
+    raise _Overrun
+
+
+def within(seconds: float, what: str, run: Callable[[], T]) -> T:
+    """``run()``, failing the test when it takes longer than ``seconds`` (SIGALRM, again
+    every second until it returns: Python code and the regex engine stop at a signal)."""
+    old = signal.signal(signal.SIGALRM, _overrun)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1)
+    try:
+        return run()
+    except _Overrun:
+        pytest.fail(f"{what} took over {seconds} s")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("pairs", [("x" * 200_000), ("ab " * 66_667)],
+                         ids=["one-word", "words"])
+def test_sound2_8_a_200k_character_line_in_a_pair_is_judged_in_seconds(pairs):
+    """A line of 200,000 characters in one pair's client report (quadratic before: about 25
+    minutes for one such pair). Bounded at 30 s, which a linear judge (well under a second
+    here) never meets; the judge still gives every node its result."""
+    from test_sound_pairwise import FIRST, HEALTHY, by_node, launched, run_output
+
+    text = run_output({FIRST: HEALTHY + pairs + "\n"})
+    status = within(30, "judging a pairwise run with one 200,000-character line",
+                    lambda: by_node(launched(text)))
+    assert set(status) == {"gpu01", "gpu02", "gpu03", "gpu04"}
+    assert set(status.values()) <= {"pass", "warn", "fail", "error"}
+
+
+N = 400_000  # characters in the long line: quadratic parsers took minutes to hours
+LONG_LINES: dict[str, Callable[[], object]] = {
+    "bonding": lambda: parse_bonding("==> /proc/net/bonding/bond0 <==\nMII Status"
+                                     + " " * N + "up\n"),
+    "ipmi-verbose-field": lambda: parse_ipmi_sdr("Sensor ID : PSU1 Status (0x4a)\n Entity ID"
+                                                 + " " * N + "x\n"),
+    "ipmi-verbose-id": lambda: parse_ipmi_sdr("Sensor ID : PSU1" + " " * N + "x\n"),
+    "nvidia-smi-field": lambda: parse_nvidia_smi_text(
+        "==============NVSMI LOG==============\n\nTimestamp" + " " * N + "x\n"),
+    "nvidia-smi-empty-lines": lambda: parse_nvidia_smi("\n" * N + "x"),
+    "perftest-words": lambda: parse_ib_write_bw(" argument" * (N // 9) + "\n"),
+    "slurm-hostlist": lambda: expand_hostlist("[" * N),
+    "multipath-map": lambda: parse_multipath_ll("mpatha" + " (a" * (N // 3) + "\n"),
+    "nvlink-gpu": lambda: parse_nvlink_status("GPU 0: H100" + " (UUID: x" * (N // 9) + "\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG_LINES))
+def test_sound2_8_a_long_line_is_parsed_in_linear_time(name):
+    """400,000 characters of what a pattern of the parser scanned again from every position
+    (blanks after a lazy field, empty lines, words it looks for twice): each took between a
+    minute and hours, and now well under a second. A ParseError is a fine answer here."""
+    def parse() -> None:
+        with contextlib.suppress(ParseError):
+            LONG_LINES[name]()
+
+    within(20, f"parsing a {N:,}-character line ({name})", parse)
