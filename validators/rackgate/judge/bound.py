@@ -8,7 +8,7 @@ code and the regular expression engine stop at a signal, and so does a read that
 parsers' ``except Exception`` (one bad pair of a pairwise run is an error for that pair)
 must not take it for one more bad input and go on unbounded; and the timer rings again
 every second until the block is left. The handler is installed once around a loop of
-judgements (:func:`alarms`), the timer set and cleared around each (:func:`bounded`): two
+judgements (:func:`alarms`), the timer set and cleared around each (:class:`bounded`): two
 system calls per judgement. Signals reach
 only a process's main thread, which is where the judge runs (the CLI's process, and each
 forked worker of ``judge.run``); elsewhere, or without ``SIGALRM``, the bound is not kept
@@ -47,6 +47,7 @@ class Overrun(BaseException):
 
 
 _armed: list[float] = []  # the bound being kept, while a timer runs
+_installed: list[bool] = []  # alarms() blocks open in this process's main thread
 
 
 def _ring(signum: int, frame: FrameType | None) -> None:
@@ -67,24 +68,34 @@ def alarms() -> Iterator[bool]:
         yield False
         return
     previous = signal.signal(signal.SIGALRM, _ring)
+    _installed.append(True)
     try:
         yield True
     finally:
+        _installed.pop()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
-@contextlib.contextmanager
-def bounded(limit_s: float) -> Iterator[None]:
+class bounded:  # lower case: used as a context manager, as contextlib's are
     """Raise :class:`Overrun` in the block when it runs longer than ``limit_s`` seconds,
-    inside :func:`alarms`; unbounded outside it, or for ``limit_s <= 0``."""
-    if limit_s <= 0 or not _can() or signal.getsignal(signal.SIGALRM) is not _ring:
-        yield
-        return
-    _armed.append(limit_s)
-    signal.setitimer(signal.ITIMER_REAL, limit_s, min(limit_s, 1.0))
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _armed.pop()
+    inside :func:`alarms`; unbounded outside it, or for ``limit_s <= 0``. A class, not a
+    generator: it runs once per judgement (about 2 us, against 7 for contextlib's)."""
+
+    __slots__ = ("armed", "limit_s")
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.armed = False
+
+    def __enter__(self) -> None:
+        self.armed = bool(_installed) and self.limit_s > 0 and \
+            threading.current_thread() is threading.main_thread()
+        if self.armed:
+            _armed.append(self.limit_s)
+            signal.setitimer(signal.ITIMER_REAL, self.limit_s, min(self.limit_s, 1.0))
+
+    def __exit__(self, *exc: object) -> None:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            _armed.pop()
