@@ -175,9 +175,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--spine-ports", type=int, help="ports of a spine/core (default: leaf's)")
     p.add_argument("--speed", default="HDR", help="link speed (default: HDR)")
     p.add_argument("--width", default="4X", help="link width (default: 4X)")
-    p.add_argument("--host-format", default="gpu{:03d}", help="node names, numbered from 1 "
-                                                              "(default: gpu{:03d})")
-    p.add_argument("--hca-format", default="mlx5_{}", help="HCA of rail r (default: mlx5_{})")
+    p.add_argument("--host-format", default="gpu{:03d}", help="node names, numbered from 1: "
+                   "text with {} fields, each an integer's format at most 99 wide "
+                   "(default: gpu{:03d})")
+    p.add_argument("--hca-format", default="mlx5_{}", help="HCA of rail r, the same way "
+                                                           "(default: mlx5_{})")
     p.add_argument("--hcas", help="the HCAs of rails 0, 1, ... comma-separated "
                                   "(instead of --hca-format)")
     p.add_argument("--name", default="fabric", help="the plan's name (default: fabric)")

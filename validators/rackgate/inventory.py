@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rackgate.documents import load_json
 
 
 class InventoryError(RuntimeError):
@@ -132,7 +133,12 @@ def load_inventory(sources: Sequence[str]) -> Inventory:
     if "[WARNING]: Unable to parse" in proc.stderr or "No inventory was parsed" in proc.stderr:
         raise InventoryError(f"inventory {', '.join(sources)}: Ansible could not parse it: "
                              f"{proc.stderr.strip()[-800:]}")
-    return parse_inventory_json(json.loads(proc.stdout), sources)
+    try:
+        doc = load_json(proc.stdout)
+    except ValueError as exc:
+        raise InventoryError(f"inventory {', '.join(sources)}: ansible-inventory's answer is "
+                             f"not a JSON document rackgate reads: {exc}") from None
+    return parse_inventory_json(doc, sources)
 
 
 def limit_hosts(sources: Sequence[str], group: str, limit: str) -> list[str]:

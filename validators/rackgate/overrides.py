@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from rackgate.checks import load_profile
+from rackgate.documents import DocumentError, load_yaml
 from rackgate.profile import Profile, ProfileError
 from rackgate.store.manifest import RunError
 from rackgate.thresholds import ThresholdChange
@@ -42,11 +43,13 @@ def apply_overrides(profile: Profile, files: Sequence[Path]) -> Profile:
     params instead of changing a figure."""
     for path in files:
         try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            doc = load_yaml(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise RunError(f"overrides {path}: cannot read it: {exc.strerror or exc}") from None
         except yaml.YAMLError as exc:
             raise RunError(f"overrides {path}: not valid YAML: {exc}") from None
+        except DocumentError as exc:
+            raise RunError(f"overrides {path}: {exc}") from None
         if not isinstance(doc, dict) or not doc:
             raise RunError(f"overrides {path}: must be a non-empty mapping (a partial "
                            f"profile), got {type(doc).__name__}")

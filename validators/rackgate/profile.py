@@ -39,6 +39,7 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rackgate.documents import DocumentError, load_yaml, shown
 from rackgate.hardware import GpuSpec as GpuSpec  # re-exported: profiles' hardware blocks
 from rackgate.hardware import Hardware as Hardware
 from rackgate.hardware import NicSpec as NicSpec
@@ -172,7 +173,7 @@ def _format_errors(source: str, exc: ValidationError) -> str:
     lines = [f"profile {source} is invalid:"]
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
+        got = f" (got {shown(err['input'])})" if err["type"] != "missing" else ""
         lines.append(f"  {field}: {err['msg']}{got}")
     return "\n".join(lines)
 
@@ -182,8 +183,8 @@ def _common_rack() -> dict[str, Any]:
     """The rack-level settings every profile starts from (profiles/common/rack.yaml), read
     once; callers deep-merge over it (``deep_merge`` copies it) and never change it."""
     try:
-        doc = yaml.safe_load(COMMON_RACK.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        doc = load_yaml(COMMON_RACK.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, DocumentError) as exc:
         raise ProfileError(f"{COMMON_RACK}: cannot read the common rack settings: "
                            f"{exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("rack"), dict):
@@ -215,7 +216,7 @@ def _section_problems(where: str, name: str, cp: CheckProfile, spec: CheckSpec |
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"])
             problems.append(f"  {where}.{name}.params.{loc}: {err['msg']} "
-                            f"(got {err['input']!r})")
+                            f"(got {shown(err['input'])})")
     return problems
 
 
@@ -260,9 +261,11 @@ def load_profile(name_or_path: str, catalog: Catalog) -> Profile:
             raise ProfileError(f"profile {name_or_path!r}: no such file and no shipped profile "
                                f"of that name (shipped: {', '.join(available_profiles())})")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ProfileError(f"profile {path}: not valid YAML: {exc}") from None
+    except DocumentError as exc:
+        raise ProfileError(f"profile {path}: {exc}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"profile {path}: the top level must be a mapping")
     return profile_from_document(raw, str(path), catalog)

@@ -33,7 +33,6 @@ What the collector guarantees, and how:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shlex
@@ -58,6 +57,7 @@ from rackgate.collect.processes import (
 )
 from rackgate.collect.record import ProgressFn, Recorder, plain
 from rackgate.collect.task import KILL_AFTER_S, Stop, Task, attempt_token, run_token, wrapped
+from rackgate.documents import load_json
 from rackgate.store.evidence import EvidenceStore
 
 COLLECT_PLAYBOOK = Path(__file__).parent / "playbooks" / "collect.yml"
@@ -267,7 +267,7 @@ def copy_artifacts(artifacts: Path, dest: Path) -> None:
 
 def _recorded(record: Path, token: str) -> dict[int, int]:
     try:
-        rec = json.loads(record.read_text(encoding="utf-8"))
+        rec = load_json(record.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if isinstance(rec, dict) and rec.get("token") == token and isinstance(rec.get("pid"), int) \

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rackgate.documents import load_json
 from rackgate.programs.probes import source
 
 SCHEMA = "rackgate.node-tasks/1"
@@ -109,7 +110,7 @@ def _unframe(chunks: _Chunks) -> tuple[dict[str, Any] | None, str]:
     if hashlib.sha256(payload.encode("ascii")).hexdigest()[:16] != chunks.digest:
         return None, "its lines do not match its digest"
     try:
-        doc = json.loads(zlib.decompress(base64.b64decode(payload, validate=True)))
+        doc = load_json(zlib.decompress(base64.b64decode(payload, validate=True)))
     except (binascii.Error, zlib.error, ValueError) as exc:
         return None, f"unreadable ({exc})"
     if not isinstance(doc, dict):

@@ -22,7 +22,6 @@ Three parts, the first two pure:
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -36,6 +35,7 @@ from rackgate.collect.plan import plan
 from rackgate.collect.preflight_naming import naming_problems, needs_on
 from rackgate.collect.preflight_records import Answer, Kind, Need, Preflight, Probe, Problem
 from rackgate.collect.task import Stop, Task
+from rackgate.documents import load_json
 from rackgate.fabric.rails import rail_mismatches
 from rackgate.judge.evidence import not_applicable
 from rackgate.placement import (
@@ -303,7 +303,7 @@ def judge(pre: Preflight, answers: Mapping[tuple[str, str], Answer]) -> list[Pro
                                              f"{_where(t)} ({why})"))
             continue
         try:
-            doc = json.loads(a.stdout)
+            doc = load_json(a.stdout)
             if not isinstance(doc, dict):
                 raise ValueError("not a JSON object")
         except ValueError as exc:

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from rackgate.collect.task import run_token
+from rackgate.documents import load_json
 
 RECORD_NAME = "collector.json"  # in the run directory while a collection runs
 TOKEN_VAR = "RACKGATE_COLLECT"
@@ -119,7 +120,7 @@ def end_collection(run_dir: Path) -> list[str]:
     path = run_dir / RECORD_NAME
     notes: list[str] = []
     try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
+        rec = load_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         rec = None
     token = run_token(run_dir)
@@ -150,7 +151,7 @@ def _orphaned(path: Path) -> bool:
     try:
         if not path.name.startswith("rackgate-runner-") or path.stat().st_uid != os.getuid():
             return False
-        owner = json.loads((path / OWNER_NAME).read_text(encoding="utf-8"))
+        owner = load_json((path / OWNER_NAME).read_text(encoding="utf-8"))
         alive = _stat(int(owner["pid"]))
         return not (owner.get("boot_id") == boot_id() and alive is not None
                     and alive[1] == owner["start"])

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,7 +130,10 @@ def design(nodes: int, rails: int, leaf_ports: int, *, spine_ports: int | None =
         raise ValueError(f"speed must be one of {', '.join(LANE_GBPS)} and width one of "
                          f"{', '.join(LANES)} (received {speed!r}, {width!r})")
     s = shape(nodes, rails, leaf_ports, spine_ports)
+    _numbering(host_format, "host", "--host-format")
     hosts = _names(host_format.format, range(1, nodes + 1), HOST, "host", "--host-format")
+    if hcas is None:
+        _numbering(hca_format, "HCA", "--hca-format")
     cas = (_names(lambda r: hcas[r], range(len(hcas)), HCA, "HCA", "--hcas") if hcas is not None
            else _names(hca_format.format, range(rails), HCA, "HCA", "--hca-format"))
     if len(cas) != rails:
@@ -190,6 +194,38 @@ def _uplinks(doc: dict[str, Any], lower: str, first_up: int, uppers: Sequence[st
         doc["links"].append({"a": {"switch": lower, "port": port},
                              "b": {"switch": upper, "port": offset + link + 1},
                              "cable": f"{lower}/{port}"})
+
+
+# what may follow the colon of a numbering field: an integer's format, at most 99 wide
+_NUMBER_SPEC = re.compile(r"(?:[^{}]?[<>=^])?[-+ ]?#?0?(?:[1-9][0-9]?)?[,_]?[bdoxX]?\Z")
+
+
+def _numbering(fmt: str, what: str, option: str) -> None:
+    """Refuse a format string that is not text with numbering fields (``{}``, ``{0}``,
+    ``{:03d}``...), before it is used: no attribute, index, conversion or nested field,
+    and an integer's format at most 99 wide (``{:>999999999999}`` would need terabytes).
+
+    >>> _numbering("gpu{:03d}", "host", "--host-format")
+    >>> _numbering("gpu{:>999999999999}", "host", "--host-format")
+    Traceback (most recent call last):
+    ...
+    ValueError: --host-format cannot number the host names: field {:>999999999999} of \
+'gpu{:>999999999999}' is not an integer's format at most 99 wide (e.g. {:03d})
+    """
+    try:
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(fmt)
+                  if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"{option} cannot number the {what} names: {fmt!r}: {exc}") from None
+    for name, spec, conv in fields:
+        field = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+        if name not in ("", "0") or conv is not None:
+            raise ValueError(f"{option} cannot number the {what} names: field {field} of "
+                             f"{fmt!r} is not {{}} or {{0}}: the number is the only value")
+        if not _NUMBER_SPEC.match(spec or ""):
+            raise ValueError(f"{option} cannot number the {what} names: field {field} of "
+                             f"{fmt!r} is not an integer's format at most 99 wide "
+                             f"(e.g. {{:03d}})")
 
 
 def _names(make: Callable[[int], str], numbers: range, pattern: re.Pattern[str], what: str,

@@ -46,6 +46,8 @@ from pydantic import (
     model_validator,
 )
 
+from rackgate.documents import DocumentError, load_yaml
+
 SCHEMA = "rackgate.fabric/1"
 
 # A node description as rackgate accepts it in a plan: printable words of letters, digits
@@ -328,9 +330,11 @@ def load_plan(path: Path) -> LoadedPlan:
     except OSError as exc:
         raise PlanError(f"fabric plan {path}: {exc.strerror}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     except yaml.YAMLError as exc:
         raise PlanError(f"fabric plan {path}: not YAML: {exc}") from None
+    except DocumentError as exc:
+        raise PlanError(f"fabric plan {path}: {exc}") from None
     return LoadedPlan(plan_from_document(doc, str(path)), str(path),
                       hashlib.sha256(text.encode()).hexdigest(), doc)
 

@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from rackgate.documents import DocumentError, load_yaml
+
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 PATH = re.compile(r"/[A-Za-z0-9._/+@:-]*\Z")  # absolute, plain characters
 DEVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")  # an RDMA device (mlx5_0, ibp3s0)
@@ -161,9 +163,11 @@ def _mount(src: str, i: int, value: object) -> Mount:
 def load_config(text: str, src: str) -> HealthConfig:
     """The configuration in ``text`` (read from ``src``), or ConfigError naming what is wrong."""
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{src}: not YAML: {' '.join(str(exc).split())}") from None
+    except DocumentError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{src}: expected a mapping of {', '.join(KEYS)}, got {doc!r:.80}")
     unknown, missing = sorted(set(doc) - set(KEYS), key=str), [k for k in KEYS if k not in doc]

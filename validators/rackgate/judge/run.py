@@ -6,8 +6,10 @@ node (the hot loop: on every core for a large run, forked workers inheriting the
 checks with one evidence file for every node (jobs across the nodes, fabric queries)
 once for all of them. Then the rack-level judgements
 (``judge.rack``) compare the nodes with each other. One (node, check) that cannot be
-judged is an ``error`` for it alone; evidence on disk that the manifest does not list is
-an ``error`` too (``judge.strays``), so the run's checks are the manifest's and the disk's.
+judged is an ``error`` for it alone; so is one whose judgement runs longer than its bound
+(``judge.bound``: ``limit_s`` per (node, check), and as many times that for a check judged
+once for every node). Evidence on disk that the manifest does not list is an ``error`` too
+(``judge.strays``), so the run's checks are the manifest's and the disk's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rackgate.checks.base import Check, RackCheck
+from rackgate.judge import bound
 from rackgate.judge.evidence import missing_evidence
 from rackgate.judge.rack import judge_rack
 from rackgate.judge.strays import stray_evidence
@@ -42,6 +45,7 @@ class _Work:
     job: JudgeJob
     reader: EvidenceReader
     each: Sequence[tuple[str, Check | None, OnNode | None]]  # name, check, its placement
+    limit_s: float  # the time bound of one (node, check) judgement
 
 
 _FORKED: _Work | None = None  # handed to forked workers without pickling
@@ -54,22 +58,30 @@ def _judge_hosts(work: _Work, hosts: Sequence[str]) -> Judged:
     gc_was_on = gc.isenabled()
     gc.disable()  # only acyclic objects are made here; collections would cost ~8 %
     try:
-        for host in hosts:
-            for name, check, placement in work.each:
-                if check is None or placement is None:
-                    out.results.append(missing_evidence(
-                        host, name, f"check {name} is not known to this rackgate version"))
-                    continue
-                try:
-                    out.results.append(placement.judge_node(check, work.job, work.reader,
-                                                            host, out, mismatches))
-                except Exception as exc:  # one (node, check) never stops the others
-                    out.results.append(missing_evidence(host, name,
-                                                        f"judging failed: {describe(exc)}"))
+        with bound.alarms():
+            for host in hosts:
+                for name, check, placement in work.each:
+                    out.results.append(_judge_one(work, host, name, check, placement, out,
+                                                  mismatches))
     finally:
         if gc_was_on:
             gc.enable()
     return out
+
+
+def _judge_one(work: _Work, host: str, name: str, check: Check | None,
+               placement: OnNode | None, out: Judged,
+               mismatches: dict[tuple[str, str, str], str]) -> Result:
+    if check is None or placement is None:
+        return missing_evidence(host, name, f"check {name} is not known to this rackgate "
+                                            f"version")
+    try:
+        with bound.bounded(work.limit_s):
+            return placement.judge_node(check, work.job, work.reader, host, out, mismatches)
+    except bound.Overrun as exc:  # a runaway is this (node, check)'s error alone
+        return missing_evidence(host, name, str(exc))
+    except Exception as exc:  # one (node, check) never stops the others
+        return missing_evidence(host, name, f"judging failed: {describe(exc)}")
 
 
 def _judge_slice(bounds: tuple[int, int]) -> Judged:
@@ -101,11 +113,13 @@ def _judge_each_node(work: _Work) -> Judged:
 
 
 def judge_stored(job: JudgeJob, reader: EvidenceReader, registry: Mapping[str, Check],
-                 rack_registry: Mapping[str, RackCheck]) -> tuple[dict[str, list[Result]],
-                                                                  Judged]:
+                 rack_registry: Mapping[str, RackCheck], *, limit_s: float | None = None
+                 ) -> tuple[dict[str, list[Result]], Judged]:
     """Every node's results (per node, in the run's host order) and what they were judged
     from (digests, report sections); evidence on disk the manifest does not list is an
-    ``error`` (``judge.strays``)."""
+    ``error`` (``judge.strays``). ``limit_s``: the time bound of one (node, check)
+    judgement (default ``bound.JUDGE_LIMIT_S``; 0: none)."""
+    limit = bound.JUDGE_LIMIT_S if limit_s is None else limit_s
     each: list[tuple[str, Check | None, OnNode | None]] = []
     once: list[tuple[Check, JudgedOnce]] = []
     for name in job.checks:
@@ -117,10 +131,15 @@ def judge_stored(job: JudgeJob, reader: EvidenceReader, registry: Mapping[str, C
             each.append((name, check, placement))
         else:  # not known to this version: an error on every node, in the per-node loop
             each.append((name, None, None))
-    judged = _judge_each_node(_Work(job, reader, each))
+    judged = _judge_each_node(_Work(job, reader, each, limit))
     for check, placement in once:
         try:
-            judged.add(placement.judge(check, job, reader, job.hosts))
+            with bound.alarms(), bound.bounded(limit * max(1, len(job.hosts))):
+                part = placement.judge(check, job, reader, job.hosts)
+            judged.add(part)
+        except bound.Overrun as exc:  # every node's share of the judgement ran out
+            judged.add(Judged([Result(h, check.name, Status.ERROR, str(exc))
+                               for h in job.hosts]))
         except Exception as exc:  # one check never stops the report
             judged.add(Judged([Result(h, check.name, Status.ERROR,
                                       f"judging failed: {describe(exc)}") for h in job.hosts]))

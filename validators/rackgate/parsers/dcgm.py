@@ -146,8 +146,7 @@ def _parse_json(doc: Any) -> DcgmDiag:
     return DcgmDiag("json", tuple(results), True, None if version is None else str(version))
 
 
-_ROW = re.compile(r"^\|(.*?)\|(.*?)\|?\s*$")
-_CATEGORY = re.compile(r"^[|+]-+\s+(\S.*?)\s+-+\+")
+_CATEGORY = re.compile(r"^[|+]-+\s+(\S.*?)(?<!\s)\s+-+\+")  # (?<!\s): see _row
 _BORDER = re.compile(r"^\+[-=]+\+[-=]+\+$")  # both columns: a cut border is no border
 _RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\b"
                      r"(?:\s*-\s*(?:GPUs?:\s*([0-9,\s]{1,200})|(All)))?\s*$", re.IGNORECASE)
@@ -306,12 +305,12 @@ class _Table:
             self.once(lineno, ("category", cat.group(1)), f"category {cat.group(1)!r}")
             self.category, self.test, self.seen_row, self.complete = cat.group(1), "", True, False
             return
-        row = _ROW.match(line)
+        row = _row(line)
         if not row:
             raise ParseError(f"{TEXT_FORMAT}: line {lineno}: {line[:60]!r} is not a "
                              "'| name | result |' row")
         self.seen_row, self.complete = True, False
-        self.row(lineno, row.group(1).strip(), row.group(2))
+        self.row(lineno, row[0].strip(), row[1])
 
     def result(self) -> DcgmDiag:
         self.close_test()
@@ -340,6 +339,25 @@ def _parse_text(text: str) -> DcgmDiag:
             continue
         table.feed(lineno, line)
     return table.result()
+
+
+def _row(line: str) -> tuple[str, str] | None:
+    """A ``| name | result |`` row's two cells (the first as printed, the second without
+    its closing bar and the blanks after it), or None.
+
+    What ``^\\|(.*?)\\|(.*?)\\|?\\s*$`` matched, in linear time: a lazy group followed by
+    blanks scans a run of blanks again from each of its positions (quadratic in the run).
+
+    >>> _row("| Memory  | Pass  |  "), _row("no bars")
+    ((' Memory  ', ' Pass  '), None)
+    """
+    if not line.startswith("|"):
+        return None
+    bar = line.find("|", 1)
+    if bar < 0:
+        return None
+    rest = line[bar + 1:].rstrip()
+    return line[1:bar], rest[:-1] if rest.endswith("|") else rest
 
 
 def parse_dcgm_diag(text: str) -> DcgmDiag:

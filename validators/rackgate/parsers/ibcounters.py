@@ -66,7 +66,7 @@ _SECTION = re.compile(r"(discover|ports|read=([12]) uptime_s=([0-9]{1,12}(?:\.[0
                       r"|rc=([0-9]{1,3})|done)\Z")
 _NODE = re.compile(r'(?:Errors for (?:0x([0-9a-f]{1,16}) )?|Data Counters for 0x([0-9a-f]{1,16}) )'
                    r'"(.*)"\Z')
-_PORT = re.compile(r"\s+GUID 0x([0-9a-f]{1,16}) port (ALL|[0-9]{1,3}):((?: \[.*\])*)\Z")
+_PORT = re.compile(r"\s+GUID 0x([0-9a-f]{1,16}) port (ALL|[0-9]{1,3}):((?: \[.*\])?)\Z")
 _COUNTER = re.compile(r" \[([A-Za-z0-9]+) == ([0-9]{1,20})(?: \(([^()\]]*)\))?\]")
 _SUMMARY = re.compile(r"## Summary: ([0-9]+) nodes checked, ([0-9]+) bad nodes found\Z")
 _PORTS = re.compile(r"##\s+([0-9]+) ports checked, ([0-9]+) ports have errors beyond threshold\Z")
@@ -226,7 +226,8 @@ def _walk(lines: list[str], rc: int, what: str, listing: bool
             suppressed = tuple(m.group(1).split())
         elif _DIAG.match(stripped):
             said.append(re.sub(r"^(\w+): \[[0-9]+\] ", r"\1: ", stripped))
-            if (f := _FAILED.search(stripped)) is not None:
+            at = stripped.find("query failed on ")  # the first: .+ takes any later one
+            if at >= 0 and (f := _FAILED.match(stripped, at)) is not None:
                 failed.append((f.group(1), int(f.group(2))))
         else:
             other.append(stripped)

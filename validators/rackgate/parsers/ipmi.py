@@ -66,7 +66,7 @@ _PSU_NAME = re.compile(r"\b(psu?\s*\d*|power\s*suppl(y|ies)|pwr\s*supply|p\d+i\s
 _POWER_UNIT_NAME = re.compile(r"\b(pwr|power)\s*unit\b", re.I)
 _REDUNDANCY = re.compile(r"redund", re.I)
 # sub-sensors of a PSU (fan, temperature, rail faults) are not the PSU's status sensor
-_AUX_NAME = re.compile(r"fan|temp|therm|fault|volt|curr|\d+(\.\d+)?v\b|vco|rail|\bin\b|"
+_AUX_NAME = re.compile(r"fan|temp|therm|fault|volt|curr|(?<!\d)\d+(\.\d+)?v\b|vco|rail|\bin\b|"
                        r"\bout\b|power\s*in|input|output", re.I)
 _SENSOR_NUMBER = re.compile(r"^([0-9a-f]{1,2})h$", re.I)
 _ENTITY = re.compile(r"^\d+\.\d+$")
@@ -74,8 +74,12 @@ _WATTS = re.compile(r"^(-?\d+(?:\.\d+)?)\s*watts?$", re.I)
 _ANY_WATTS = re.compile(r"^(\S+)\s*watts?$", re.I)
 _NON_FINITE = re.compile(r"^[+-]?(nan|inf|infinity)$", re.I)
 _HEX = re.compile(r"^0x([0-9a-f]{1,4})$", re.I)
-_VERBOSE_ID = re.compile(r"^Sensor ID\s*:\s*(.*?)\s*(?:\(0x([0-9a-f]+)\))?\s*$", re.I)
-_VERBOSE_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ()]*?)\s*:\s*(.*)$")
+_VERBOSE_ID = re.compile(r"^Sensor ID\s*:\s*((?:.*?(?<!\s))??)\s*+(?:\(0x([0-9a-f]+)\))?\s*$",
+                         re.I)  # \s*+: the blanks before the number are not given back
+# (?<!\s) after a lazy group: it never ends inside a run of blanks, which each position of
+# the run would scan to its end again (time quadratic in the run); it ends before the run
+_VERBOSE_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ()]*?)(?<!\s)\s*:\s*(.*)$")
+_TYPE_NUMBER = re.compile(r"(?<!\s)\s*\(0x[0-9a-f]+\)$", re.I)
 
 
 def _reading(sensor: IpmiSensor, text: str) -> IpmiSensor:
@@ -149,7 +153,7 @@ def _verbose(lines: list[str], start: int) -> tuple[IpmiSensor, int]:
             if key == "entity id":
                 s = replace(s, entity=value.split()[0] if value else None)
             elif key.startswith("sensor type"):
-                s = replace(s, sensor_type=re.sub(r"\s*\(0x[0-9a-f]+\)$", "", value, flags=re.I))
+                s = replace(s, sensor_type=_TYPE_NUMBER.sub("", value))
             elif key == "sensor reading" and (
                     w := re.match(r"(-?\d+(?:\.\d+)?)\s.*watts", value, re.I)):
                 s = replace(s, watts=finite_watts(w.group(1), name))

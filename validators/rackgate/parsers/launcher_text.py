@@ -45,7 +45,7 @@ _MPI_FATAL = re.compile(
     r"There are not enough slots available in the system|"
     r"\bnoticed that (?:process rank \d+|the job aborted)|"
     r"\bhas exited due to process rank \d+|"
-    r"\bjob\s+\S*\s*terminated normally, but \d+ process|"
+    r"\bjob\s+(?:\S+\s*)?terminated normally, but \d+ process|"  # not \s+\S*\s*: quadratic
     r"\bMPI_ABORT was invoked on rank \d+|"
     r"\b(?:mpirun|mpiexec|orterun|prterun|prte|ORTE|PRTE) was unable to\b|"
     r"\bhas lost communication with a remote daemon|"

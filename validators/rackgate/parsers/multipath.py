@@ -39,7 +39,9 @@ from rackgate.parsers import ParseError
 
 # "%n (%w) %d %s" or "%n %d %s" (libmultipath/print.c snprint_multipath_style): %n may hold
 # spaces (a WWID), so it ends at the first " dm-<minor>" field
-_MAP = re.compile(r"^(?P<name>[^\s|`\\](?:.*?\S)?)(?: \((?P<wwid>[^)]+)\))? "
+# a WWID holds no parenthesis ([^()]: each " (" is scanned to the next one, not to the
+# line's next ")", which would be quadratic in a line of "(")
+_MAP = re.compile(r"^(?P<name>[^\s|`\\](?:.*?\S)?)(?: \((?P<wwid>[^()]+)\))? "
                   r"(?P<dm>dm-\d+)(?: (?P<vp>.*))?$")
 # what multipath prints in front of %n when it changes a map (-v2), never in -ll's listing
 _ACTION = re.compile(r"^(reject|reload|switchpg|rename|create|resize|unchanged): ")

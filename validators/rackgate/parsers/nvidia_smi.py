@@ -47,7 +47,12 @@ _DEVICE_ERROR = re.compile(r"Unable to determine the device handle|GPU is lost|"
                            r"No devices were found|NVIDIA-SMI has failed", re.IGNORECASE)
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 _GPU_LINE = re.compile(rf"^GPU ({_BUS_ID})\s*$")
-_KV_LINE = re.compile(r"^( *)(\S.*?)\s*:(?: (.*))?$")
+# (?<!\s): the key never ends inside a run of blanks (each position of the run would scan
+# it again: time quadratic in the run); it ends before the run
+_KV_LINE = re.compile(r"^( *)(\S.*?)(?<!\s)\s*:(?: (.*))?$")
+# the first line whose first non-blank character is '<' ([^\S\n]: a blank of that line;
+# \s would run on over the next lines from every empty line: quadratic in empty lines)
+_XML_LINE = re.compile(r"(?m)^[^\S\n]*<")
 _MAX_DEPTH = 64  # nvidia-smi nests about 6 levels; recursion must never be exhausted
 
 
@@ -71,7 +76,7 @@ def parse_nvidia_smi_xml(text: str) -> GpuQuery:
     """Parse ``nvidia-smi -q -x``; raise ParseError on anything else or on truncation."""
     fmt = "nvidia-smi -q -x XML"
     text = text.replace("\r\n", "\n")
-    start = next((m.start() for m in re.finditer(r"(?m)^\s*<", text)), None)
+    start = next((m.start() for m in _XML_LINE.finditer(text)), None)
     if start is None:
         raise ParseError(f"{fmt}: no line starts with '<' (empty output, or not run with -x?)"
                          + (f": {text.strip()[:120]!r}" if text.strip() else ""))
@@ -184,7 +189,7 @@ def parse_nvidia_smi_text(text: str) -> GpuQuery:
 
 def parse_nvidia_smi(text: str) -> GpuQuery:
     """Either form: XML when the first line that starts with '<' comes before the banner."""
-    xml_at = re.search(r"(?m)^\s*<", text)
+    xml_at = _XML_LINE.search(text)
     banner = text.find("NVSMI LOG")
     parse: Callable[[str], GpuQuery] = parse_nvidia_smi_xml \
         if xml_at and (banner < 0 or xml_at.start() < banner) else parse_nvidia_smi_text

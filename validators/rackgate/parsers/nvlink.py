@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from rackgate.parsers import ParseError
 
 FORMAT = "nvidia-smi nvlink -s"
-_GPU = re.compile(r"^GPU ([0-9]{1,4}): (.*?)(?: \(UUID: ([^)]*)\))?$")
+_GPU = re.compile(r"^GPU ([0-9]{1,4}): (.*?)(?: \(UUID: ([^()]*)\))?$")  # [^()]: as multipath
 _LINK = re.compile(r"^Link ([0-9]{1,4}): (?:([0-9]{1,9}(?:\.[0-9]{1,9})?) GB/s|(<inactive>))$")
 _ALL_DOWN = re.compile(r"^NVML: ?Unable to retrieve NVLink information as all links are "
                        r"inactive\.?$", re.IGNORECASE)

@@ -241,6 +241,8 @@ class UrllibFetcher:
             doc = json.loads(body)
         except ValueError as exc:
             raise CollectError(f"GET {url}: HTTP 200 but not JSON ({exc})") from None
+        except RecursionError:
+            raise CollectError(f"GET {url}: HTTP 200 but JSON nested too deeply") from None
         if not isinstance(doc, dict):
             raise CollectError(f"GET {url}: HTTP 200 but not a JSON object")
         return doc

@@ -165,6 +165,8 @@ class RedfishClientFetcher:
             doc = json.loads(resp.read)
         except (ValueError, TypeError) as exc:
             raise CollectError(f"GET {url}: HTTP 200 but not JSON ({exc})") from None
+        except RecursionError:
+            raise CollectError(f"GET {url}: HTTP 200 but JSON nested too deeply") from None
         if not isinstance(doc, dict):
             raise CollectError(f"GET {url}: HTTP 200 but not a JSON object")
         return doc

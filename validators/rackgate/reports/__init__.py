@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rackgate.documents import DocumentError, load_json
 from rackgate.model import RackVerdict, Status
 from rackgate.profile import Profile
 from rackgate.store.evidence import attempt_of
@@ -178,10 +179,9 @@ def read_report(arg: str | Path) -> tuple[Any, Path]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise UnreadableReport(f"{path}: cannot read it: {reason}") from None
     try:
-        return json.loads(text, parse_constant=_no_constant), path
+        return load_json(text, finite=True), path
+    except DocumentError as exc:
+        raise UnreadableReport(f"{path}: {exc}") from None
     except ValueError as exc:
         raise UnreadableReport(f"{path}: not JSON: {exc}") from None
 
-
-def _no_constant(word: str) -> Any:
-    raise ValueError(f"{word} is not a JSON value")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rackgate.documents import load_json
 from rackgate.store.manifest import RunError
 
 
@@ -29,7 +30,7 @@ def verify_report(report_json: Path) -> tuple[int, list[str]]:
 def read_verified(report_json: Path) -> Any:
     """The report document to verify, as JSON; RunError naming the file when unreadable."""
     try:
-        doc = json.loads(report_json.read_text(encoding="utf-8"))
+        doc = load_json(report_json.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunError(f"{report_json}: cannot read the report: {exc}") from None
     return doc

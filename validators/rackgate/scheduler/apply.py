@@ -19,7 +19,6 @@ A ``--dry-run`` reads the states into a temporary directory and changes nothing.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any, Literal
 
 from rackgate.collect.ansible import collect
 from rackgate.collect.task import Stop, Task
+from rackgate.documents import load_json
 from rackgate.inventory import InventoryError, load_inventory
 from rackgate.model import last_words
 from rackgate.reports import UnreadableReport, read_report
@@ -139,8 +139,8 @@ def read_records(run_dir: Path, run_id: str, scheduler: str) -> Records:
         try:
             if path.stat().st_size > RECORD_MAX_BYTES:
                 raise ValueError(f"over {RECORD_MAX_BYTES} bytes")
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+            doc = load_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             unreadable.append(str(path))
             continue
         if not isinstance(doc, dict) or not isinstance(doc.get("actions"), list):

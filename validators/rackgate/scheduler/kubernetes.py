@@ -27,11 +27,11 @@ written or removed: a cordon or a taint of anyone else is never touched.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from rackgate.collect.launch import NODE_NAME, PATH_NAME, plain
+from rackgate.documents import load_json
 
 TAINT = "rackgate/rejected"
 EFFECT = "NoSchedule"
@@ -98,7 +98,7 @@ def parse_state(node: str, text: str) -> TaintState:
     if name != node:
         raise ValueError(f"kubectl get nodes {node}: the answer names {name[:80]!r}, not {node}")
     try:
-        taints = json.loads(taints_text) if taints_text.strip() else []
+        taints = load_json(taints_text) if taints_text.strip() else []
     except ValueError as exc:
         raise ValueError(f"kubectl get nodes {node}: taints {taints_text[:120]!r} are not "
                          f"JSON: {exc}") from None

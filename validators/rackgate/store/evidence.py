@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from rackgate.documents import load_json
+
 Outcome = Literal["completed", "timeout", "unreachable", "not_run"]
 
 
@@ -227,7 +229,7 @@ class EvidenceStore:
         rel_out = f"evidence/{host}/{name}.out"
         try:
             with open(os.path.join(base, rel_meta), "rb") as fh:
-                doc = json.loads(fh.read())
+                doc = load_json(fh.read())
         except FileNotFoundError:
             raise EvidenceError(f"no evidence collected ({rel_meta} is missing)") from None
         except (OSError, ValueError) as exc:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import socket
 from collections.abc import Iterator, Mapping
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rackgate import __version__
+from rackgate.documents import DocumentError, load_json
 from rackgate.store.evidence import json_kind
 
 MANIFEST_SCHEMA = "rackgate.manifest/1"
@@ -94,11 +94,13 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
     RunError (exit 2) naming the file and the field, never a traceback."""
     path = run_dir / "manifest.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RunError(f"{run_dir} is not a rackgate run directory (no manifest.json)") from None
     except OSError as exc:
         raise RunError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except DocumentError as exc:
+        raise RunError(f"{path}: {exc}") from None
     except ValueError as exc:
         raise RunError(f"{path} is not valid JSON: {exc}") from None
     problem = manifest_problem(doc)
