@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import oversized
 from rackgate.parsers.strict_json import decode
 
 DiagStatus = Literal["pass", "fail", "warn", "skip"]
@@ -146,8 +147,12 @@ def _parse_json(doc: Any) -> DcgmDiag:
     return DcgmDiag("json", tuple(results), True, None if version is None else str(version))
 
 
-_ROW = re.compile(r"^\|(.*?)\|(.*?)\|?\s*$")
-_CATEGORY = re.compile(r"^[|+]-+\s+(\S.*?)\s+-+\+")
+# linear in the line's length (no lazy group before a run of spaces: a line of 100,000
+# spaces took minutes): a row's second cell is its text up to an optional closing '|' and
+# trailing spaces; a category's name runs to the first spaces-dashes-'+' after it
+_ROW = re.compile(r"^\|([^|]*)\|(.*)$")
+_CATEGORY = re.compile(r"^[|+]-+\s+(?=\S)")
+_CATEGORY_END = re.compile(r"(?<=\S)\s+-+\+")
 _BORDER = re.compile(r"^\+[-=]+\+[-=]+\+$")  # both columns: a cut border is no border
 _RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\b"
                      r"(?:\s*-\s*(?:GPUs?:\s*([0-9,\s]{1,200})|(All)))?\s*$", re.IGNORECASE)
@@ -301,17 +306,20 @@ class _Table:
             self.complete = self.seen_row
             return
         cat = _CATEGORY.match(line)
-        if cat:
+        end = _CATEGORY_END.search(line, cat.end()) if cat else None
+        if cat and end:
+            name = line[cat.end():end.start()]
             self.close_test()
-            self.once(lineno, ("category", cat.group(1)), f"category {cat.group(1)!r}")
-            self.category, self.test, self.seen_row, self.complete = cat.group(1), "", True, False
+            self.once(lineno, ("category", name), f"category {name!r}")
+            self.category, self.test, self.seen_row, self.complete = name, "", True, False
             return
         row = _ROW.match(line)
         if not row:
             raise ParseError(f"{TEXT_FORMAT}: line {lineno}: {line[:60]!r} is not a "
                              "'| name | result |' row")
         self.seen_row, self.complete = True, False
-        self.row(lineno, row.group(1).strip(), row.group(2))
+        second = row.group(2).rstrip()
+        self.row(lineno, row.group(1).strip(), second[:-1] if second.endswith("|") else second)
 
     def result(self) -> DcgmDiag:
         self.close_test()
@@ -349,6 +357,8 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
         raise ParseError(f"{JSON_FORMAT}: the output is empty")
     if stripped.startswith("{"):
         doc, end = decode(stripped, JSON_FORMAT)
+        if why := oversized(doc, 128, 8192):  # DCGM's keys are names, its messages short
+            raise ParseError(f"{JSON_FORMAT}: {why}: no output of dcgmi's (damaged?)")
         if stripped[end:].strip():
             raise ParseError(f"{JSON_FORMAT}: text after the JSON object: "
                              f"{stripped[end:].strip()[:40]!r}")

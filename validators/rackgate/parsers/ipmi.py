@@ -32,17 +32,18 @@ states, never ``status``.
 
 Every line is accounted for. A line that is no sensor line of these formats (a shell
 prompt, ``Loading IANA PEN Registry...``, and equally a table row with a status, sensor
-number or entity the tool never prints, or six cells, or a line holding a character no
-tool prints: a control or format character such as a byte-order mark, or a carriage
-return inside the line) is kept in ``unread`` with its number, ``owned`` when it is a
-table row or inside a block (:class:`~rackgate.parsers.ipmi_model.UnreadLine`);
+number or entity the tool never prints, six cells, a name longer than any SDR holds (64),
+a unit or state longer than the tools' (40, 100), or a line holding a character no tool
+prints: a control or format character (``parsers.damage``) such as a byte-order mark, or
+a carriage return inside the line) is kept in ``unread`` with its number, ``owned`` when
+it is a table row or inside a block (:class:`~rackgate.parsers.ipmi_model.UnreadLine`);
 :func:`psu_unread` says which of them could concern the power supplies, and the judge
-passes none of those. Only ``\n`` ends a line (``\r\n`` too). Numbers are read only in
+passes none of those. Only ``\\n`` ends a line (``\\r\\n`` too). Numbers are read only in
 the notations the tools print (ASCII digits; ``%02Xh`` sensor numbers, ``%d.%d``
 entities, ``0x%02x`` readings, ``%.Nf`` values). Output with no sensor line at all is a
 ParseError quoting its first line. A reading in Watts that is no finite number as the
-tools print it (``nan Watts``, 400 digits, ``+400``, ``4e2``) is a ParseError naming the
-sensor.
+tools print it (``nan Watts``, 400 digits, ``+400``, ``4e2``), or other text with Watts
+in it, is a ParseError naming the sensor.
 
 >>> sdr = parse_ipmi_sdr("PSU2 Status | 02h | ok | 10.2 | Presence detected, Failure detected")
 >>> s = sdr.sensors[0]
@@ -57,6 +58,7 @@ from dataclasses import replace
 from typing import Literal
 
 from rackgate.parsers import ParseError, freeipmi
+from rackgate.parsers.damage import DAMAGE
 from rackgate.parsers.ipmi_model import (
     DECIMAL,
     WATTS_UNITS,
@@ -89,18 +91,16 @@ _AUX_NAME = re.compile(r"fan|temp|therm|fault|volt|curr|\d+(\.\d+)?v\b|vco|rail|
 # the notations ipmitool prints: "%02Xh", "%2d.%1d", "0x%02x"; any other is no sensor line
 _SENSOR_NUMBER = re.compile(r"^([0-9a-f]{2})h$", re.I | re.ASCII)
 _ENTITY = re.compile(r"^(?:0|[1-9][0-9]{0,2})\.(?:0|[1-9][0-9]{0,2})$", re.ASCII)
-_ANY_WATTS = re.compile(r"^(\S+)\s*watts?$", re.I)
+_ANY_WATTS = re.compile(r"^(\S+) watts$", re.I)  # "%s %s": the value, a space, "Watts"
 _HEX = re.compile(r"^0x([0-9a-f]{2})$", re.I | re.ASCII)
 _ANALOG = re.compile(DECIMAL.pattern + r"(?: \S.*)?", re.ASCII)  # "%s %s": "24 degrees C"
 _VERBOSE_ID = re.compile(r"^\s*Sensor ID\s*:(.*)$", re.I)
 _VERBOSE_NUMBER = re.compile(r"\(0x([0-9a-f]{1,2})\)$", re.I | re.ASCII)
 _VERBOSE_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ()]*):(.*)$")
-_VERBOSE_WATTS = re.compile(r"^(\S+)\s.*\bwatts?\b", re.I)
-# characters no tool prints in a listing: C0 and C1 controls but the tab (a carriage return
-# inside a line among them), the soft hyphen, zero-width and direction marks, line and
-# paragraph separators, the byte-order mark, lone surrogates
-_DAMAGE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f"
-                     "\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]")
+_VERBOSE_WATTS = re.compile(r"(\S+)(?: \(\+/- [^)]*\))? Watts", re.I)
+# the longest state name a tool prints is FreeIPMI's 72 ("AC lost/Power input lost (The
+# power source for the power unit was lost)")
+_MAX_NAME, _MAX_UNITS, _MAX_STATE = 64, 40, 100
 # the words of a line that could concern the power supplies: a PSU's or a power unit's
 # name, power, supply, redundancy, Watts
 _POWER_WORDS = re.compile(r"\bps\s*[0-9]|psu|power|pwr|suppl|redund|watt", re.I)
@@ -121,6 +121,9 @@ def _reading(sensor: IpmiSensor, text: str) -> IpmiSensor:
         # ParseError for "nan Watts", "1e400 Watts", "+400 Watts": no reading ipmitool prints
         watts = finite_watts(m.group(1), sensor.name)
         parts = parts[1:]
+    if any("watt" in p.lower() for p in parts):  # no state's name holds Watts
+        raise ParseError(f"ipmitool sdr: sensor {sensor.name!r}: {text.strip()[:80]!r} is no "
+                         "reading ipmitool prints ('<number> Watts' first, then the states)")
     unreadable = any(p.lower() in ("no reading", "not readable", "disabled") for p in parts)
     states = tuple(p for p in parts if p.lower() not in ("no reading", "not readable"))
     return replace(sensor, watts=watts, states=states, readable=not unreadable)
@@ -139,6 +142,9 @@ def _line(line: str) -> IpmiSensor | None:
         if m := _ANY_WATTS.match(reading):
             return replace(s, watts=finite_watts(m.group(1), name))  # or ParseError
         low = reading.lower()
+        if "watt" in low:
+            raise ParseError(f"ipmitool sdr: sensor {name!r}: reading {reading[:80]!r} is no "
+                             "'<number> Watts' as ipmitool prints it")
         if low in ("no reading", "disabled", "not readable"):
             return replace(s, readable=False)
         if not _ANALOG.fullmatch(reading):
@@ -174,9 +180,9 @@ def _verbose(lines: list[str], start: int,
     i, states = start + 1, None
     while i < len(lines) and lines[i].strip() and not _VERBOSE_ID.match(lines[i]):
         line, i = lines[i], i + 1
-        fm = None if _DAMAGE.search(line) else _VERBOSE_FIELD.match(line)
+        fm = None if DAMAGE.search(line) else _VERBOSE_FIELD.match(line)
         if fm is None:
-            if _DAMAGE.search(line) or not _item(line):
+            if DAMAGE.search(line) or not _item(line):
                 unread.append(UnreadLine(i, line, owned=True))
             continue  # an item of a list that is not read (Assertions Enabled, ...)
         key, value = " ".join(fm.group(1).lower().split()), fm.group(2).strip()
@@ -188,11 +194,14 @@ def _verbose(lines: list[str], start: int,
                 unread.append(UnreadLine(i, line, owned=True))
         elif key.startswith("sensor type"):
             s = replace(s, sensor_type=re.sub(r"\s*\(0x[0-9a-f]+\)$", "", value, flags=re.I))
-        elif key == "sensor reading" and (w := _VERBOSE_WATTS.match(value)):
+        elif key == "sensor reading" and "watt" in value.lower():
+            if (w := _VERBOSE_WATTS.fullmatch(value)) is None:
+                raise ParseError(f"ipmitool sdr -v: sensor {name!r}: reading {value[:80]!r} is "
+                                 "no '<number> [(+/- <n>)] Watts' as ipmitool prints it")
             s = replace(s, watts=finite_watts(w.group(1), name))
         elif key == "states asserted":
             states = []
-            while i < len(lines) and _item(lines[i]) and not _DAMAGE.search(lines[i]):
+            while i < len(lines) and _item(lines[i]) and not DAMAGE.search(lines[i]):
                 states.append(lines[i].strip()[1:-1].strip())
                 i += 1
     return replace(s, states=tuple(states) if states is not None else None), i
@@ -235,23 +244,27 @@ def parse_ipmi_sdr(text: str) -> IpmiSdr:
         if not line.strip():
             table = None
             continue
-        if _DAMAGE.search(line):
+        if DAMAGE.search(line):
             unread.append(UnreadLine(i, line, owned=table is not None or _row(line)))
             continue
         if _VERBOSE_ID.match(line):
+            at = i
             block, i = _verbose(lines, i - 1, unread)
-            _merge(sensors, block)
+            if _implausible(block):
+                unread.append(UnreadLine(at, line, owned=True))
+            else:
+                _merge(sensors, block)
             continue
         if layout := freeipmi.header(line):
             table = layout
             continue
         if table is not None and table[0] in line:
-            sensors.append(freeipmi.row(line, *table))
-            continue
-        sensor = _line(line) or sensor_line(line)
+            sensor: IpmiSensor | None = freeipmi.row(line, *table)
+        else:
+            sensor = _line(line) or sensor_line(line)
         if sensor is None and (layout := freeipmi.headerless(line)):
             sensor = freeipmi.row(line, *layout)
-        if sensor is not None:
+        if sensor is not None and not _implausible(sensor):
             sensors.append(sensor)
         else:
             unread.append(UnreadLine(i, line, owned=table is not None or _row(line)))
@@ -262,6 +275,15 @@ def parse_ipmi_sdr(text: str) -> IpmiSdr:
                          f"table) in {len(lines)} line(s) of output; the first: "
                          f"{first[:160]!r}")
     return IpmiSdr(tuple(_decoded(s) for s in sensors), tuple(unread))
+
+
+def _implausible(s: IpmiSensor) -> bool:
+    """A name, unit or state no tool prints: an SDR's ID string is at most 16 bytes
+    (FreeIPMI may prefix the entity's name), ipmitool's unit two unit names of at most 19
+    characters, a state name at most 72."""
+    return len(s.name) > _MAX_NAME or len(s.units or "") > _MAX_UNITS \
+        or len(s.sensor_type or "") > _MAX_NAME or any(len(x) > _MAX_STATE
+                                                        for x in s.states or ())
 
 
 def _row(line: str) -> bool:

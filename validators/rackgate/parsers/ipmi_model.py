@@ -102,9 +102,11 @@ DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", re.ASCII)
 
 
 def finite_watts(text: str, sensor: str, tool: str = "ipmitool sdr") -> float:
-    """A finite number of Watts as the tools print it (:data:`DECIMAL`), or ParseError
-    naming the sensor and the text ("nan", 400 digits, "+400", "4e2", "0400", "٤٠٠")."""
-    value = float(text) if DECIMAL.fullmatch(text) else math.nan
+    """A finite number of Watts as the tools print it (:data:`DECIMAL`, at most 32
+    characters), or ParseError naming the sensor and the text ("nan", 400 digits, "+400",
+    "4e2", "0400", Arabic-Indic digits)."""
+    # "%.3f" of any reading a sensor gives is short: 400 digits, or 400.00999...9, are damage
+    value = float(text) if len(text) <= 32 and DECIMAL.fullmatch(text) else math.nan
     if not math.isfinite(value):
         raise ParseError(f"{tool}: sensor {sensor!r}: reading {text[:40]!r} is not a "
                          "finite number of Watts as the tool prints it")

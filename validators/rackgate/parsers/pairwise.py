@@ -80,7 +80,9 @@ def parse_pairwise(text: str) -> PairwiseRun:
     current: tuple[int, str, str, str, int] | None = None
     lines: list[str] = []
     ended = False
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # only \n ends a line: a stray CR stays inside the client's line, where the perftest
+    # parser sees the row it cuts (splitlines would drop the part after it, unlabelled)
+    for lineno, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
         if ended:
             if line.strip():
                 raise ParseError(f"line {lineno}: output after '### end' (two runs in one "
@@ -110,7 +112,7 @@ def parse_pairwise(text: str) -> PairwiseRun:
                 continue
             m = _PAIR.match(line)
             if m is None:
-                raise ParseError(f"line {lineno}: not a pair header: {line!r}")
+                raise ParseError(f"line {lineno}: not a pair header: {line[:120]!r}")
             if m.group(2) == m.group(3):
                 raise ParseError(f"line {lineno}: a pair of {m.group(2)} with itself")
             current = (int(m.group(1)), m.group(2), m.group(3), m.group(4), lineno)
