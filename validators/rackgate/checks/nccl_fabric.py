@@ -65,9 +65,9 @@ _NCCL_VAR = re.compile(r"NCCL_[A-Z0-9_]+\Z")
 # NCCL_SOCKET_IFNAME "^docker,lo"), paths with NCCL's %h/%p (NCCL_DEBUG_FILE). Nothing a
 # shell or a template engine (Ansible's Jinja: '{{') would read.
 _NCCL_VALUE = re.compile(r"[A-Za-z0-9_.,:=^/%+@-]*\Z")
-_RAIL = re.compile(r"### rail index=(\d+) hca=(\S+) rc=(-?\d*)\Z")
+_RAIL = re.compile(r"### rail index=([0-9]{1,4}) hca=(\S+) rc=(-?[0-9]{0,3})\Z")
 _HEAD = "### rackgate-rails"
-_HEAD_LINE = re.compile(r"### rackgate-rails rails=(\d+)\Z")
+_HEAD_LINE = re.compile(r"### rackgate-rails rails=([0-9]{1,4})\Z")
 _END = "### end"
 
 

@@ -14,6 +14,12 @@ never prints ``arp_validate`` there: only ``/sys/class/net/<bond>/bonding/arp_va
 (bond_sysfs.c, ``<name> <n>``) does, and ``/sys/class/net/<slave>/bonding_slave/state``
 (bond_sysfs_slave.c) says whether a slave is ``active`` or ``backup``.
 
+A line with a label the driver does not print (a damaged one: a byte-order mark, other
+characters, longer than 64), a value over 4,096 characters, a line without a colon other
+than ``802.3ad info``, an MII status on no list, an interface name the kernel does not
+allow or a MAC address that is not six hex pairs is a ParseError: unknown
+labels of newer kernels are skipped, damaged ones may hide a judged field.
+
 Files come as ``==> path <==`` sections; a text without such a line is one bond of unknown
 name. The check reads everything twice (:data:`READ_MARK` lines): ``### rackgate-bonding
 read=1 uptime_s=S``, the files, ``### rackgate-bonding read=2 uptime_s=S``, the files
@@ -35,6 +41,7 @@ from dataclasses import dataclass, replace
 
 from rackgate.figures import figure
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import DAMAGE
 
 # "Bonding Mode:" text -> the mode name of bonding.rst / ip-link(8)
 MODES = {
@@ -49,9 +56,17 @@ MODES = {
 # bonding.rst arp_validate values, in the order of their numbers (sysfs prints "all 3")
 ARP_VALIDATE = ("none", "active", "backup", "all", "filter", "filter_active", "filter_backup")
 NO_PARTNER = "00:00:00:00:00:00"
+MII_STATES = ("up", "down", "going down", "going back", "unknown")  # bonding.h
 READ_MARK = "### rackgate-bonding"
 U32_MAX = 2**32 - 1  # the kernel's link_failure_count is a u32 (printed with %u)
 _HEADER = re.compile(r"^==> (.*) <==$")
+_KV = re.compile(r"^([^:]*):(.*)$")  # label and value stripped after it (no backtracking)
+# a label bond_procfs.c prints: ASCII words with a letter, at most 64 characters ("ARP IP
+# target/s (n.n.n.n form)", "Aggregator selection policy (ad_select)")
+_LABEL = re.compile(r"(?=[^:]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9 ()/._,+-]{0,63}", re.ASCII)
+_IFNAME = re.compile(r"[^\s/:]{1,15}")
+_MAX_VALUE = 4096  # a line of the seq_file: the longest, the ARP targets, is far shorter
+_MAC = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}", re.ASCII)
 _NS = "ns ipv6 target/s (xx::xx form):"  # its key holds "::", which _KV would split on
 _READ = re.compile(r"read=([12]) uptime_s=([0-9]{1,10}(?:\.[0-9]{1,3})?)")
 _SYS = re.compile(r"^/sys/class/net/([^/]+)/(bonding/arp_validate|bonding_slave/state)$")
@@ -111,6 +126,30 @@ def _count(value: str, what: str, where: str) -> int:
     return n
 
 
+def _ifname(value: str, where: str) -> str:
+    """An interface name as the kernel allows it (IFNAMSIZ 16 with its NUL; no space, '/' or
+    ':'), or "None" (no active slave)."""
+    if not _IFNAME.fullmatch(value):
+        raise ParseError(f"/proc/net/bonding: {where}: {value[:40]!r} is no interface name")
+    return value
+
+
+def _mii(value: str, where: str) -> str:
+    """An MII status bond_procfs.c prints (bond_slave_link_status, or the bond's up/down)."""
+    if value.lower() not in MII_STATES:
+        raise ParseError(f"/proc/net/bonding: {where}: MII Status {value[:40]!r} is none of "
+                         f"{', '.join(MII_STATES)}")
+    return value.lower()
+
+
+def _mac(value: str, where: str) -> str:
+    """A MAC address as the kernel prints it (%pM: six colon-separated hex pairs)."""
+    if not _MAC.fullmatch(value):
+        raise ParseError(f"/proc/net/bonding: {where}: MAC address {value[:40]!r} is not six "
+                         "hex pairs joined by ':'")
+    return value.lower()
+
+
 def _speed(value: str, where: str) -> int | None:
     """'100000 Mbps', or None for 'Unknown' (a link that is down); ParseError otherwise."""
     if value.lower() in ("", "unknown"):
@@ -139,7 +178,7 @@ def _targets(value: str, version: int, where: str) -> tuple[str, ...]:
 
 def _slave_field(slave: BondSlave, key: str, value: str, where: str) -> BondSlave:
     if key == "mii status":
-        return replace(slave, mii_status=value.lower())
+        return replace(slave, mii_status=_mii(value, where))
     if key == "speed":
         return replace(slave, speed_mbps=_speed(value, where))
     if key == "duplex":
@@ -149,24 +188,6 @@ def _slave_field(slave: BondSlave, key: str, value: str, where: str) -> BondSlav
     if key == "aggregator id":
         return replace(slave, aggregator_id=_count(value, "Aggregator ID", where))
     return slave
-
-
-def _key_value(line: str) -> tuple[str, str] | None:
-    """A ``Label: value`` line's label and value, blanks around both removed (but for a
-    label of blanks only, which stays one blank), or None without a colon or a label.
-
-    What ``^\\s*([^:]+?)\\s*:\\s?(.*?)\\s*$`` matched, in linear time: that pattern
-    takes time cubic in a run of blanks with no colon after it.
-
-    >>> _key_value("  MII Status:  up  "), _key_value("802.3ad info")
-    (('MII Status', ' up'), None)
-    """
-    label, colon, value = line.partition(":")
-    if not colon or not label:
-        return None
-    if value[:1].isspace():
-        value = value[1:]
-    return label.strip() or label[-1], value.rstrip()
 
 
 def _bond(name: str, lines: list[str], where: str) -> Bond | None:
@@ -182,13 +203,23 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
         if low in ("details partner lacp pdu:", "details actor lacp pdu:"):
             section = low.split()[1]
             continue
-        kv = _key_value(raw)
+        m = _KV.match(raw)
+        if m is not None and not m.group(1).strip():
+            m = None
         if low.startswith(_NS):
             label, value = raw.strip()[:len(_NS) - 1], raw.strip()[len(_NS):].strip()
-        elif kv is None:
-            continue  # "802.3ad info" and similar headings
+        elif m is None and low == "802.3ad info":
+            continue  # the one heading bond_procfs.c prints without a colon
+        elif m is None:
+            raise ParseError(f"/proc/net/bonding: {where}: {raw.strip()[:80]!r} is no line the "
+                             "bonding driver prints (a cut or damaged line?)")
         else:
-            label, value = kv
+            label, value = m.group(1).strip(), m.group(2)
+            value = (value[1:] if value[:1].isspace() else value).rstrip()
+            if not _LABEL.fullmatch(label) or len(value) > _MAX_VALUE:
+                # a damaged label may be a judged one's (and carry its value)
+                raise ParseError(f"/proc/net/bonding: {where}: {raw.strip()[:80]!r} is no "
+                                 "'Label: value' line the bonding driver prints")
         key = label.lower()
         if key == "active aggregator info":
             section = "aggregator"
@@ -196,7 +227,7 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
         if key == "slave interface":
             if slave is not None:
                 slaves.append(slave)
-            slave = BondSlave(value, "", None, None, None, None, None)
+            slave = BondSlave(_ifname(value, where), "", None, None, None, None, None)
             section = ""
             continue
         block = len(slaves) if slave is not None else -1
@@ -211,7 +242,7 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
             fields[f"aggregator {key}" if section == "aggregator" else key] = value
         elif section == "partner":
             if key == "system mac address":
-                slave = replace(slave, partner_mac=value.lower())
+                slave = replace(slave, partner_mac=_mac(value, where))
         elif section != "actor":
             slave = _slave_field(slave, key, value, where)
     if slave is not None:
@@ -237,10 +268,11 @@ def _make_bond(name: str, fields: dict[str, str], slaves: tuple[BondSlave, ...],
     partner = fields.get("aggregator partner mac address")
     return Bond(
         name=name, mode=MODES.get(mode_text.lower(), mode_text), mode_text=mode_text,
-        mii_status=fields.get("mii status", "").lower(),
-        active_slave=fields.get("currently active slave") or None,
+        mii_status=_mii(fields["mii status"], where) if "mii status" in fields else "",
+        active_slave=_ifname(fields["currently active slave"], where)
+        if fields.get("currently active slave") else None,
         active_aggregator_id=number("aggregator aggregator id", "Aggregator ID"),
-        partner_mac=partner.lower() if partner else None,
+        partner_mac=_mac(partner, where) if partner else None,
         slaves=slaves,
         miimon_ms=number("mii polling interval (ms)", "MII Polling Interval (ms)"),
         arp_interval_ms=number("arp polling interval (ms)", "ARP Polling Interval (ms)"),
@@ -353,8 +385,14 @@ def _timed(lines: list[str], marks: list[tuple[int, str]]) -> BondingReport:
 
 def parse_bonding(text: str) -> BondingReport:
     """Parse one or more /proc/net/bonding files (and their sysfs files), read once or twice;
-    an empty text means no bond."""
-    lines = text.splitlines()
+    an empty text means no bond. Only \\n ends a line; a line holding a character no
+    kernel file holds (a CR inside it, a byte-order mark: ``parsers.damage``) is refused."""
+    text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    if m := DAMAGE.search(text):
+        at = text.count("\n", 0, m.start())
+        raise ParseError(f"/proc/net/bonding: line {at + 1} {lines[at][:80]!r} holds "
+                         f"{m.group()!r}, which the kernel never prints (damaged output?)")
     marks = [(i, line.strip()[len(READ_MARK):].strip()) for i, line in enumerate(lines)
              if line.strip().startswith(READ_MARK)]
     if marks:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import oversized
 from rackgate.parsers.strict_json import decode
 
 DiagStatus = Literal["pass", "fail", "warn", "skip"]
@@ -146,7 +147,12 @@ def _parse_json(doc: Any) -> DcgmDiag:
     return DcgmDiag("json", tuple(results), True, None if version is None else str(version))
 
 
-_CATEGORY = re.compile(r"^[|+]-+\s+(\S.*?)(?<!\s)\s+-+\+")  # (?<!\s): see _row
+# linear in the line's length (no lazy group before a run of spaces: a line of 100,000
+# spaces took minutes): a row's second cell is its text up to an optional closing '|' and
+# trailing spaces; a category's name runs to the first spaces-dashes-'+' after it
+_ROW = re.compile(r"^\|([^|]*)\|(.*)$")
+_CATEGORY = re.compile(r"^[|+]-+\s+(?=\S)")
+_CATEGORY_END = re.compile(r"(?<=\S)\s+-+\+")
 _BORDER = re.compile(r"^\+[-=]+\+[-=]+\+$")  # both columns: a cut border is no border
 _RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\b"
                      r"(?:\s*-\s*(?:GPUs?:\s*([0-9,\s]{1,200})|(All)))?\s*$", re.IGNORECASE)
@@ -300,17 +306,20 @@ class _Table:
             self.complete = self.seen_row
             return
         cat = _CATEGORY.match(line)
-        if cat:
+        end = _CATEGORY_END.search(line, cat.end()) if cat else None
+        if cat and end:
+            name = line[cat.end():end.start()]
             self.close_test()
-            self.once(lineno, ("category", cat.group(1)), f"category {cat.group(1)!r}")
-            self.category, self.test, self.seen_row, self.complete = cat.group(1), "", True, False
+            self.once(lineno, ("category", name), f"category {name!r}")
+            self.category, self.test, self.seen_row, self.complete = name, "", True, False
             return
-        row = _row(line)
+        row = _ROW.match(line)
         if not row:
             raise ParseError(f"{TEXT_FORMAT}: line {lineno}: {line[:60]!r} is not a "
                              "'| name | result |' row")
         self.seen_row, self.complete = True, False
-        self.row(lineno, row[0].strip(), row[1])
+        second = row.group(2).rstrip()
+        self.row(lineno, row.group(1).strip(), second[:-1] if second.endswith("|") else second)
 
     def result(self) -> DcgmDiag:
         self.close_test()
@@ -341,25 +350,6 @@ def _parse_text(text: str) -> DcgmDiag:
     return table.result()
 
 
-def _row(line: str) -> tuple[str, str] | None:
-    """A ``| name | result |`` row's two cells (the first as printed, the second without
-    its closing bar and the blanks after it), or None.
-
-    What ``^\\|(.*?)\\|(.*?)\\|?\\s*$`` matched, in linear time: a lazy group followed by
-    blanks scans a run of blanks again from each of its positions (quadratic in the run).
-
-    >>> _row("| Memory  | Pass  |  "), _row("no bars")
-    ((' Memory  ', ' Pass  '), None)
-    """
-    if not line.startswith("|"):
-        return None
-    bar = line.find("|", 1)
-    if bar < 0:
-        return None
-    rest = line[bar + 1:].rstrip()
-    return line[1:bar], rest[:-1] if rest.endswith("|") else rest
-
-
 def parse_dcgm_diag(text: str) -> DcgmDiag:
     """Parse ``dcgmi diag -j`` JSON, or the text table as a fallback; else ParseError."""
     stripped = text.lstrip()
@@ -367,6 +357,8 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
         raise ParseError(f"{JSON_FORMAT}: the output is empty")
     if stripped.startswith("{"):
         doc, end = decode(stripped, JSON_FORMAT)
+        if why := oversized(doc, 128, 8192):  # DCGM's keys are names, its messages short
+            raise ParseError(f"{JSON_FORMAT}: {why}: no output of dcgmi's (damaged?)")
         if stripped[end:].strip():
             raise ParseError(f"{JSON_FORMAT}: text after the JSON object: "
                              f"{stripped[end:].strip()[:40]!r}")

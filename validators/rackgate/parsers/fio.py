@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import oversized
 from rackgate.parsers.strict_json import decode, field, finite
 
 _DIRECTIONS = ("read", "write", "trim")
@@ -168,6 +169,8 @@ def parse_fio_json(text: str) -> FioRun:
     if not text.strip():
         raise ParseError("fio JSON: the output is empty")
     doc, _ = decode(text, "fio JSON", _json_start(text), unique_keys=False)
+    if why := oversized(doc, 64, 8192):  # fio's keys are short words, its strings options
+        raise ParseError(f"fio JSON: {why}: no output of fio's (a damaged name?)")
     if not isinstance(doc, dict):
         raise ParseError("fio JSON: the top level is not an object")
     jobs = field(doc, "jobs", "fio JSON: the top level")

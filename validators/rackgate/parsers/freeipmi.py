@@ -18,7 +18,7 @@ threshold sensor's events are threshold crossings ("At or Above (>=) Upper Criti
 Threshold"), read here into ipmitool's status words (``ucr``).
 
 A row with fewer or more cells than its header is a ParseError quoting it; so is an ID
-that is no number or a State on no list.
+that is no number as FreeIPMI prints it (``%u``) or a State on no list.
 
 >>> cols = header("ID | Name | Type | Reading | Units | Event")
 >>> s = row("5  | PSU2 Status | Power Supply | N/A | N/A | 'Presence detected'", *cols)
@@ -40,6 +40,7 @@ COLUMNS = ("ID", "Name", "Type", "State", "Reading", "Units", "Lower NR", "Lower
 ANALYSED = frozenset({"Nominal", "Warning", "Critical", "N/A"})
 _DEFAULT = ("ID", "Name", "Type", "Reading", "Units", "Event")
 _WITH_STATE = ("ID", "Name", "Type", "State", "Reading", "Units", "Event")
+_ID = re.compile(r"0|[1-9][0-9]*", re.ASCII)  # "%u": ASCII digits, no leading zero
 _QUOTED = re.compile(r"^'[^']*'(?: '[^']*')*$")
 _EVENT = re.compile(r"^('.*'|N/A|Unknown|[0-9A-F]{4}h)$")
 _BITMASK = re.compile(r"^([0-9A-F]{4})h$")
@@ -64,7 +65,7 @@ def header(line: str) -> Layout | None:
 def headerless(line: str) -> Layout | None:
     """The layout of a row printed without header (the default one, or with State)."""
     cells = [c.strip() for c in line.split("|")]
-    if not cells[0].isdigit() or not _EVENT.match(cells[-1]):
+    if not _ID.fullmatch(cells[0]) or not _EVENT.match(cells[-1]):
         return None
     if len(cells) == len(_DEFAULT):
         return "|", _DEFAULT
@@ -91,7 +92,7 @@ def _cells(line: str, sep: str, cols: tuple[str, ...]) -> dict[str, str]:
 def row(line: str, sep: str, cols: tuple[str, ...]) -> IpmiSensor:
     """The sensor of one table row (see the module docstring for the cells)."""
     f = _cells(line, sep, cols)
-    if not f["ID"].isdigit():
+    if not _ID.fullmatch(f["ID"]):
         raise _refuse(line, f"ID {f['ID'][:20]!r} is not a record number")
     analysed = f.get("State")
     if analysed is not None and analysed not in ANALYSED:

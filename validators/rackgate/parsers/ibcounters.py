@@ -68,9 +68,13 @@ _NODE = re.compile(r'(?:Errors for (?:0x([0-9a-f]{1,16}) )?|Data Counters for 0x
                    r'"(.*)"\Z')
 _PORT = re.compile(r"\s+GUID 0x([0-9a-f]{1,16}) port (ALL|[0-9]{1,3}):((?: \[.*\])?)\Z")
 _COUNTER = re.compile(r" \[([A-Za-z0-9]+) == ([0-9]{1,20})(?: \(([^()\]]*)\))?\]")
-_SUMMARY = re.compile(r"## Summary: ([0-9]+) nodes checked, ([0-9]+) bad nodes found\Z")
-_PORTS = re.compile(r"##\s+([0-9]+) ports checked, ([0-9]+) ports have errors beyond threshold\Z")
-_FAILURES = re.compile(r"##\s+([0-9]+) PMA query failures\Z")
+# the counts are C ints (%d): at most 10 digits (a longer run is no count: int() would refuse
+# 100,000 digits with a ValueError)
+_SUMMARY = re.compile(r"## Summary: ([0-9]{1,10}) nodes checked, ([0-9]{1,10}) bad nodes "
+                      r"found\Z")
+_PORTS = re.compile(r"##\s+([0-9]{1,10}) ports checked, ([0-9]{1,10}) ports have errors "
+                    r"beyond threshold\Z")
+_FAILURES = re.compile(r"##\s+([0-9]{1,10}) PMA query failures\Z")
 _THRESHOLDS = re.compile(r"## (?:Thresholds:\s*((?:\[[A-Za-z0-9]+ = [0-9]{1,20}\])*)|\(null\))\Z")
 _THRESHOLD = re.compile(r"\[([A-Za-z0-9]+) = ([0-9]{1,20})\]")
 _SUPPRESSED = re.compile(r"## Suppressed:((?: [A-Za-z0-9]+)*)\Z")

@@ -56,9 +56,10 @@ _LINE_MODE = re.compile(rf'^({_GUID}) "(.*?)"\s+{_AT} ==\(')
 _CA_PORT = re.compile(rf"^\s+({_GUID})\s+{_AT} ==\(")
 _SWITCH_PORT = re.compile(rf"^\s+{_AT} ==\(")
 _HEADER = re.compile(rf"^(CA|Switch|Router|\?\?): (?:({_GUID}) )?(.*):$")
-# The speed starts after every blank after the width (\s++) and never ends inside a run of
-# blanks ((?<!\s)): each position of a run would scan it again (quadratic in the run)
-_LINK = re.compile(r"^\s*(?:(1X|2X|4X|8X|12X|undefined \(\d+\))\s++(.+?)(?<!\s)\s+)?"
+# the speed's words are single-spaced ("14.0625 Gbps (FDR10)"): a group of such words, not
+# a lazy ".+?" before "\s+", which rescanned a long run of spaces at every step (a 100,000-
+# character line took minutes)
+_LINK = re.compile(r"^\s*(?:(1X|2X|4X|8X|12X|undefined \(\d+\))\s+(\S+(?: \S+)*?)\s+)?"
                    r"([A-Za-z]+|\?\(\d+\))/\s*([A-Za-z]+|\?\(\d+\))\s*$")
 _PEER = re.compile(rf'^(?:({_GUID})\s+)?{_AT} "(.*)" \(([^"]*)\)$')
 _NO_PEER = re.compile(r'^(?:\[  \] "" \( \)|"Port not available")$')

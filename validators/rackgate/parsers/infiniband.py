@@ -13,7 +13,9 @@ Formats, from the tools' source (linux-rdma/rdma-core):
   ``Capability mask``, ``Port GUID`` and ``Link layer`` (InfiniBand or Ethernet: RoCE).
   Errors go to stderr as ``ibpanic: ...`` / ``ibwarn: ...``; they are kept, not dropped.
   Without any RDMA device ibstat prints NOTHING and exits 0: empty output parses to a
-  record with zero CAs, which the judge reports as "no HCA found", never as healthy.
+  record with zero CAs, which the judge reports as "no HCA found", never as healthy. A
+  field ibstat does not print (a damaged name), a value over 256 characters, a device name
+  no kernel gives or a GUID that is not ``0x`` and 16 hex digits is a ParseError.
 * ``ibv_devinfo`` (libibverbs/examples/devinfo.c): ``hca_id:<TAB>mlx5_0``, tab-indented
   ``key:<TABs>value`` lines, ``port:<TAB>N`` blocks with ``state: PORT_ACTIVE (4)``,
   ``active_mtu``, ``link_layer`` and, with ``-v``, ``phys_state``, ``active_width``
@@ -50,6 +52,13 @@ _DIAG = re.compile(r"^(ibpanic|ibwarn|iberror|ibstat):", re.IGNORECASE)
 
 
 _DECIMAL = re.compile(r"^[0-9]{1,12}(?:\.[0-9]{1,12})?$")
+_GUID = re.compile(r"0x[0-9a-fA-F]{16}", re.ASCII)
+_DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,63}", re.ASCII)
+# the fields ibstat.c's ca_dump / port_dump print ("<node type> type" besides)
+_CA_FIELDS = frozenset({"Number of ports", "Firmware version", "Hardware version", "Node GUID",
+                        "System image GUID"})
+_PORT_FIELDS = frozenset({"State", "Physical state", "Rate", "Base lid", "LMC", "SM lid",
+                          "Capability mask", "Port GUID", "Link layer"})
 
 
 def _finite(text: str, what: str) -> float:
@@ -149,7 +158,15 @@ class _CaBuilder:
                              f"{max(numbers)}")
         return IbCa(self.name, self.node_type, f.get(f"{self.node_type} type", ""), num,
                     f.get("Firmware version", ""), f.get("Hardware version", ""),
-                    f.get("Node GUID", ""), f.get("System image GUID", ""), ports)
+                    _guid(f.get("Node GUID", ""), where, "Node GUID"),
+                    _guid(f.get("System image GUID", ""), where, "System image GUID"), ports)
+
+
+def _guid(value: str, where: str, what: str) -> str:
+    """A GUID as ibstat prints it ("0x%016" PRIx64), or "" where the line is absent."""
+    if value and not _GUID.fullmatch(value):
+        raise ParseError(f"ibstat: {where}: {what} {value[:40]!r} is not 0x and 16 hex digits")
+    return value
 
 
 def _build_port(number: int, lineno: int, f: dict[str, str], where: str) -> IbPort:
@@ -167,7 +184,8 @@ def _build_port(number: int, lineno: int, f: dict[str, str], where: str) -> IbPo
         rate_gbps=rate_gbps, link_layer=f["Link layer"],
         base_lid=_int(f["Base lid"], "Base lid", lineno) if "Base lid" in f else None,
         sm_lid=_int(f["SM lid"], "SM lid", lineno) if "SM lid" in f else None,
-        port_guid=f.get("Port GUID"),
+        port_guid=_guid(f["Port GUID"], f"{where} port {number}", "Port GUID")
+        if "Port GUID" in f else None,
     )
 
 
@@ -185,6 +203,8 @@ def parse_ibstat(text: str) -> IbStat:
             continue
         m = _HEADER.match(line)
         if m:
+            if not _DEVICE.fullmatch(m.group(2)):  # IB_DEVICE_NAME_MAX: 64 with its NUL
+                raise ParseError(f"ibstat: line {lineno}: {line[:60]!r}: no RDMA device name")
             if any(c.name == m.group(2) for c in cas):
                 raise ParseError(f"ibstat: line {lineno}: device '{m.group(2)}' listed twice")
             cas.append(_CaBuilder(m.group(2), m.group(1), lineno))
@@ -203,6 +223,11 @@ def parse_ibstat(text: str) -> IbStat:
             raise ParseError(f"ibstat: line {lineno}: {line[:60]!r} is not 'Key: value'")
         key, value = m.group(1), m.group(2).strip()
         target = port if port is not None else cas[-1].fields
+        known = _PORT_FIELDS if port is not None else {*_CA_FIELDS, f"{cas[-1].node_type} type"}
+        if key not in known or len(value) > 256:  # ibstat.c prints these and no other
+            raise ParseError(f"ibstat: line {lineno}: {line[:60]!r} is no "
+                             f"{'port' if port is not None else 'device'} field ibstat prints"
+                             + (f" ({len(value):,} characters)" if key in known else ""))
         if key in target:
             raise ParseError(f"ibstat: line {lineno}: {key!r} repeated in one block")
         target[key] = value

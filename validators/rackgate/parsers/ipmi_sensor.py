@@ -31,13 +31,13 @@ import math
 import re
 
 from rackgate.parsers import ParseError
-from rackgate.parsers.ipmi_model import WATTS_UNITS, IpmiSensor, finite_watts, refuse
+from rackgate.parsers.ipmi_model import DECIMAL, WATTS_UNITS, IpmiSensor, finite_watts, refuse
 
 TOOL = "ipmitool sensor"
 _COLUMNS = 10
 _MASK = re.compile(r"^0x([0-9a-f]{2})([0-9a-f]{2})$", re.I)
-_HEX = re.compile(r"^0x[0-9a-f]+$", re.I)
-_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+_HEX = re.compile(r"^0x[0-9a-f]+$", re.I | re.ASCII)
+_NUMBER = DECIMAL  # "%-10.3f"; "%.0f" for the analog reading of a discrete sensor
 _THRESHOLD_STATUS = frozenset({"ok", "nc", "cr", "nr", "unc", "ucr", "unr", "lnc", "lcr",
                                "lnr"})
 
@@ -50,7 +50,7 @@ def _threshold_value(text: str) -> bool:
     if text.lower() == "na" or _HEX.match(text):
         return True
     try:
-        return _NUMBER.match(text) is not None and math.isfinite(float(text))
+        return _NUMBER.fullmatch(text) is not None and math.isfinite(float(text))
     except ValueError:
         return False
 
@@ -80,7 +80,7 @@ def sensor_line(line: str) -> IpmiSensor | None:
         return IpmiSensor(name=name, status=status.lower(), units=unit, threshold=True,
                           readable=not watts)
     value = finite_watts(reading, name, TOOL) if watts else None
-    if not watts and not _NUMBER.match(reading):
+    if not watts and not _NUMBER.fullmatch(reading):
         raise _refuse(line, f"reading {reading[:40]!r} is not a number")
     if "." not in reading and status.lower() == "ok" \
             and all(t.lower() == "na" for t in thresholds):

@@ -83,9 +83,10 @@ class JobFailure:
 
 
 # Launchers' line prefixes (srun --label; Open MPI --tag-output, optionally timestamped).
-_SRUN_LABEL = re.compile(r"^\s*(\d+): ")
+_INDEX = re.compile(r"[0-9]{1,10}", re.ASCII)  # str.isdigit takes '²', which int() refuses
+_SRUN_LABEL = re.compile(r"^\s*([0-9]{1,10}): ")
 _MPI_TAG = re.compile(r"^(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
-                      r"\[[^,\]\s]+,(\d+)\]<std(?:out|err|diag)>: ?")
+                      r"\[[^,\]\s]+,([0-9]{1,10})\]<std(?:out|err|diag)>: ?")
 _HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
 _READY = re.compile(r"rackgate-slurm-ready: SLURM nodes not ready, nothing was queued: (.*)")
@@ -98,20 +99,24 @@ _SSH = re.compile(rf"ssh: (?:connect to host ({_HOST}) port \d+|Could not resolv
 _NCCL = re.compile(rf"^(?:\[[^\]]*\] )?({_HOST}):\d+:\d+ \[\d+\] "
                    r"(?:\S+:\d+ (?:\(\S*\) )?)?NCCL (WARN|ERROR|INFO) ?(.*)")
 _NCCL_TESTS = re.compile(rf"^({_HOST}): Test (?:NCCL|CUDA) failure \S+ '(.*)'")
-_RANK_LINE = re.compile(rf"^#\s+Rank\s+(\d+) (?:Group\s+\d+ )?Pid\s+\d+ on\s+({_HOST}) device")
+_RANK_LINE = re.compile(rf"^#\s+Rank\s+([0-9]{{1,10}}) (?:Group\s+\d+ )?Pid\s+\d+ on\s+"
+                        rf"({_HOST}) device")
 _ONE_GPU = re.compile(r"^# nThread 1 nGpus 1 ")
 _REMOTE = re.compile(r"\b(?:peer|remote)\b", re.IGNORECASE)
 
 # Open MPI's help messages, matched on the whole (prefix-stripped) text: they wrap.
 # (?<!\S): a tool name starts only after a space (linear time on a line without spaces)
-_MPI_SIGNAL = re.compile(rf"(?<!\S)\S+ noticed that process rank (\d+) with PID \d+ on\s+"
-                         rf"node ({_HOST}) exited on\s+signal (\d+)(?: \(([^)\n]*)\))?\.?")
-_MPI_IMPROPER = re.compile(rf"(?<!\S)\S+ has exited due to process rank (\d+) with PID \d+ on"
-                           rf"\s+node ({_HOST}) (exiting\s+improperly|calling\s+\"abort\")")
-_MPI_EXIT = re.compile(r"Process name:\s*\[\[[^\][]*\],(\d+)\]\s+Exit code:\s*(\d+)")
+_MPI_SIGNAL = re.compile(rf"(?<!\S)\S+ noticed that process rank ([0-9]{{1,10}}) with PID "
+                         rf"\d+ on\s+node ({_HOST}) exited on\s+signal ([0-9]{{1,10}})"
+                         r"(?: \(([^)\n]*)\))?\.?")
+_MPI_IMPROPER = re.compile(rf"(?<!\S)\S+ has exited due to process rank ([0-9]{{1,10}}) with "
+                           rf"PID \d+ on\s+node ({_HOST}) (exiting\s+improperly|calling\s+"
+                           r"\"abort\")")
+_MPI_EXIT = re.compile(r"Process name:\s*\[\[[^\][]*\],([0-9]{1,10})\]\s+Exit code:\s*"
+                       r"([0-9]{1,10})")
 _MPI_NODE = re.compile(rf"Process name:\s*(\S+)\s+Node:\s*({_HOST})")
-_MPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator (\S+)\s+with "
-                        r"errorcode (-?\d+)")
+_MPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank ([0-9]{1,10}) in communicator "
+                        r"(\S+)\s+with errorcode (-?[0-9]{1,10})")
 _MPI_DAEMON = re.compile(rf"(?:ORTE|PRTE) has lost communication with a remote daemon\.\s+"
                          rf"HNP daemon\s*:\s*\S+ on node ({_HOST})\s+Remote daemon\s*:\s*\S+ "
                          rf"on node ({_HOST})")
@@ -177,7 +182,8 @@ def expand_hostlist(expr: str) -> list[str]:
         head, tail, expanded = name[:bracket.start()], name[bracket.end():], []
         for piece in bracket.group(1).split(","):
             lo, _, hi = piece.partition("-")
-            if not lo.isdigit() or not (hi or lo).isdigit() or int(hi or lo) < int(lo):
+            if not _INDEX.fullmatch(lo) or not _INDEX.fullmatch(hi or lo) \
+                    or int(hi or lo) < int(lo):
                 expanded = [name]
                 break
             top = min(int(hi or lo), int(lo) + MAX_HOSTLIST - len(expanded))

@@ -32,9 +32,15 @@ from typing import Any
 
 from rackgate.figures import figure
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import json_float
 from rackgate.parsers.launcher_text import launcher_messages, mention, raise_if_fatal
 
 _LABEL = re.compile(r"^\s*\d+:\s?")
+MPI_MAX_LIBRARY_VERSION_STRING = 8192  # MPICH's; Open MPI's is 256
+# what probes/mpi_allreduce.py prints (json.dumps: a row is a few dozen characters)
+_HEADER_KEYS = frozenset({"probe", "ranks", "hosts", "mpi"})
+_ROW_KEYS = frozenset({"bytes", "iters", "time_us", "algbw_gbps", "busbw_gbps", "wrong"})
+_MAX_ROW = 1024
 
 
 @dataclass(frozen=True)
@@ -77,10 +83,22 @@ def _field(obj: dict[str, Any], key: str, kind: type, lineno: int, minimum: floa
 
 def _json(line: str, lineno: int) -> Any:
     try:
-        return json.loads(line)  # NaN and Infinity decode: the field readers refuse them
+        # NaN and Infinity decode: the field readers refuse them
+        return json.loads(line, parse_float=json_float)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"line {lineno}: not a complete JSON object ({exc}): "
                          f"{line[:120]!r}") from None
+
+
+def _known(obj: dict[str, Any], keys: frozenset[str], line: str, lineno: int) -> None:
+    """ParseError for a key the probe does not print (a damaged one may be a judged one's),
+    or a row longer than the probe prints (a figure of 100,000 digits)."""
+    foreign = sorted(set(obj) - keys)
+    if foreign or (keys is _ROW_KEYS and len(line) > _MAX_ROW):
+        raise ParseError(f"line {lineno}: {line[:80]!r}: " + (
+            f"key {foreign[0][:40]!r} is none the probe prints" if foreign else
+            f"a row of {len(line):,} characters (the probe prints at most {_MAX_ROW})")
+            + " (edited or damaged output?)")
 
 
 def parse_mpi_allreduce(text: str) -> AllreduceRun:
@@ -106,6 +124,7 @@ def parse_mpi_allreduce(text: str) -> AllreduceRun:
                                  f"output?)")
             header = obj
             _field(header, "ranks", int, lineno, minimum=1)
+            _known(obj, _HEADER_KEYS, line, lineno)
             continue
         if header is None:
             raise ParseError(f"line {lineno}: a size row before the probe header")
@@ -116,6 +135,7 @@ def parse_mpi_allreduce(text: str) -> AllreduceRun:
             algbw_gbps=_field(obj, "algbw_gbps", float, lineno),
             busbw_gbps=_field(obj, "busbw_gbps", float, lineno),
             wrong=_field(obj, "wrong", int, lineno))
+        _known(obj, _ROW_KEYS, line, lineno)
         if row.size_bytes in seen:
             raise ParseError(f"line {lineno}: a second row for {row.size_bytes} bytes (line "
                              f"{seen[row.size_bytes]}): two runs in one output are not one "
@@ -134,5 +154,10 @@ def parse_mpi_allreduce(text: str) -> AllreduceRun:
     if ranks != len(hosts):
         raise ParseError(f"probe header: {ranks} ranks but {len(hosts)} host names: the "
                          "header does not describe one run")
-    return AllreduceRun(ranks=ranks, hosts=tuple(hosts),
-                        mpi_library=str(header.get("mpi", "")), rows=tuple(rows))
+    library = str(header.get("mpi", ""))
+    if len(library) > MPI_MAX_LIBRARY_VERSION_STRING:
+        raise ParseError(f"probe header: 'mpi' is {len(library):,} characters, more than "
+                         "MPI_Get_library_version returns (MPI_MAX_LIBRARY_VERSION_STRING, "
+                         f"{MPI_MAX_LIBRARY_VERSION_STRING:,} in MPICH, 256 in Open MPI)")
+    return AllreduceRun(ranks=ranks, hosts=tuple(hosts), mpi_library=library,
+                        rows=tuple(rows))

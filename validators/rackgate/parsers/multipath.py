@@ -19,7 +19,10 @@ is ``1`` + the 8-byte, space-padded vendor field + the vendor's id, e.g.
 as ``1602.459062 | /etc/multipath.conf line 26, invalid keyword``) are skipped, but a
 size, path group or path line there is a ParseError: the map line above it was not read,
 and its paths must not vanish. No map at all is an empty record (multipath -ll prints
-nothing).
+nothing). A vendor, product, WWID or name longer than SCSI and device-mapper allow, or an
+H:C:T:L not in the kernel's ``%d`` notation, a device name over 32 characters, or a line
+holding a control or format character (``parsers.damage``; only ``\\n`` ends a line) is a
+ParseError.
 
 >>> mp = parse_multipath_ll('''mpatha (3600a) dm-2 LIO-ORG,disk
 ... size=1G features='0' hwhandler='1 alua' wp=rw
@@ -36,6 +39,7 @@ import re
 from dataclasses import dataclass
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import DAMAGE
 
 # "%n (%w) %d %s" or "%n %d %s" (libmultipath/print.c snprint_multipath_style): %n may hold
 # spaces (a WWID), so it ends at the first " dm-<minor>" field
@@ -51,6 +55,7 @@ _TOPOLOGY = re.compile(r"^(?:[|` ] ?[|`]- |[|`]-\+- |\s*\\_ |\[?size=)")
 # H:C:T:L and major:minor are 32-bit numbers in the kernel: at most 10 digits each
 _PATH = re.compile(r"(?<![\w.+-])(?P<hctl>[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10})\s+"
                    r"(?P<dev>\S+)\s+(?P<majmin>[0-9]{1,10}:[0-9]{1,10})\s+(?P<rest>.*)$")
+_HCTL = re.compile(r"(?:0|[1-9][0-9]{0,9})(?::(?:0|[1-9][0-9]{0,9})){3}", re.ASCII)
 _GROUP = re.compile(r"(policy=|round-robin|service-time|queue-length|historical-service-time)")
 _PRIO = re.compile(r"prio=(-?[0-9]{1,9})(?![^\s\]])")
 _STATUS = re.compile(r"status=(\w+)|\[(active|enabled|disabled)\]")
@@ -119,8 +124,25 @@ def _path(line: str, group: int, lineno: int) -> MultipathPath:
         # old bracket form has none: without it the line was cut
         raise ParseError(f"multipath -ll line {lineno}: path {m.group('dev')} has no online "
                          f"state (running/offline/...) in {line.strip()!r} (truncated output?)")
+    if len(m.group("dev")) > 32:  # DISK_NAME_LEN
+        raise ParseError(f"multipath -ll line {lineno}: device name of "
+                         f"{len(m.group('dev')):,} characters: a damaged path line")
+    if not _HCTL.fullmatch(m.group("hctl")):
+        raise ParseError(f"multipath -ll line {lineno}: H:C:T:L {m.group('hctl')!r} is not four "
+                         "decimal numbers as the kernel prints them")
     return MultipathPath(m.group("hctl"), m.group("dev"), m.group("majmin"), dm, state,
                          online[0] if online else "", group)
+
+
+def _plausible(name: str, wwid: str, vendor: str, product: str, lineno: int) -> None:
+    """SCSI INQUIRY's vendor is 8 bytes and product 16 (SPC-4 6.6.1), a WWID (a SCSI name
+    string designator at most 256) and an alias shorter than a kernel device name buffer
+    (dm's 128): anything longer is a damaged map line."""
+    for what, value, most in (("vendor", vendor, 8), ("product", product, 16),
+                              ("WWID", wwid, 256), ("map name", name, 256)):
+        if len(value) > most:
+            raise ParseError(f"multipath -ll line {lineno}: {what} of {len(value):,} "
+                             f"characters (at most {most}): a damaged map line")
 
 
 def parse_multipath_ll(text: str) -> MultipathTopology:
@@ -134,7 +156,10 @@ def parse_multipath_ll(text: str) -> MultipathTopology:
         if cur is not None:
             maps.append(MultipathMap(groups=tuple(groups), paths=tuple(paths), **cur))  # type: ignore[arg-type]
 
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.replace("\r\n", "\n").split("\n"), 1):
+        if DAMAGE.search(line):
+            raise ParseError(f"multipath -ll line {lineno}: {line.strip()[:80]!r} holds a "
+                             "control or format character multipath never prints")
         if not line.strip():
             continue
         if (m := _MAP.match(line.rstrip())) and " | " not in m.group("name"):
@@ -143,6 +168,8 @@ def parse_multipath_ll(text: str) -> MultipathTopology:
                                  "map change of multipath -v2, not multipath -ll's listing")
             close()
             vendor, _, product = (m.group("vp") or "").partition(",")
+            _plausible(m.group("name"), m.group("wwid") or "", vendor.strip(), product.strip(),
+                       lineno)
             cur = {"name": m.group("name"), "wwid": m.group("wwid") or m.group("name"),
                    "dm_device": m.group("dm"), "vendor": vendor.strip(),
                    "product": product.strip()}

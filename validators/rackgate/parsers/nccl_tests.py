@@ -81,6 +81,8 @@ from rackgate.parsers.nccl_tests_record import (
     refuse_duplicates,
 )
 
+_MAX_FIGURE = 32  # "%7.2f" / "%g" of a time or bandwidth: no figure is longer
+_WORD = re.compile(r"[a-z][a-z0-9_]{0,15}", re.ASCII)  # a type ("bfloat16") or redop ("sum")
 _SRUN = re.compile(r"^(\d+):\s?(.*)$")
 _MPI_TAG = re.compile(r"^\[(\d+),(\d+)\]<std(?:out|err)>:\s?(.*)$")
 _NCCL_LOG = re.compile(r"\bNCCL (INFO|WARN|TRACE|ABORT)\b")
@@ -88,8 +90,9 @@ _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
 # matched on a header line without its '#' (1.x prints some lines without it)
 _TESTS_VERSION = re.compile(r"^nccl-tests version (\S+)(?:.*nccl-library=(\d+))?")
 _PROGRAM = re.compile(r"^Collective test starting:\s*(\S+)")
-_RANK = re.compile(r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+)?on\s+(\S+)\s+"
-                   r"device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$")
+_RANK = re.compile(r"^Rank\s+([0-9]{1,10})\s+(?:Group\s+([0-9]{1,10})\s+)?"
+                   r"(?:Pid\s+([0-9]{1,10})\s+)?on\s+(\S+)\s+"
+                   r"device\s+([0-9]{1,10})\s+\[([^\]]*)\]\s*(.*)$")
 _OOB = re.compile(r"^Out of bounds values\s*:\s*(\d+)")
 _AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(\S+)")
 _ERROR = re.compile(r"^error:\s*(.+)$")  # only with its '#'
@@ -118,12 +121,13 @@ def _number(tok: str, what: str, n: int, raw: str, negative: bool = False) -> fl
     """A finite number (never nan, inf or an overflow such as 1e400), >= 0 unless
     ``negative``: nccl-tests prints no other times, bandwidths or counts."""
     try:
-        value = float(tok)
+        value = float(tok) if len(tok) <= _MAX_FIGURE else math.nan
     except ValueError:
-        raise ParseError(f"nccl-tests: line {n}: {what} {tok!r} is not a number "
+        raise ParseError(f"nccl-tests: line {n}: {what} {tok[:40]!r} is not a number "
                          f"(expected a size row: {raw.strip()[:100]!r})") from None
     if not math.isfinite(value):
-        raise ParseError(f"nccl-tests: line {n}: {what} {tok!r} is not a finite number: "
+        raise ParseError(f"nccl-tests: line {n}: {what} {tok[:40]!r} is not a finite number "
+                         f"as nccl-tests prints it (%.2f, %g: at most {_MAX_FIGURE} characters): "
                          f"no measurement ({raw.strip()[:100]!r})")
     if value < 0 and not negative:
         raise ParseError(f"nccl-tests: line {n}: {what} {tok!r} is negative: not a "
@@ -223,6 +227,9 @@ def _row(text: str, lay: _Layout, n: int) -> NcclRow:
             root = int(extra[0])
         else:
             redop = extra[0]
+    if any(not _WORD.fullmatch(w) for w in (head[2], redop) if w):
+        raise ParseError(f"nccl-tests: line {n}: type {head[2][:40]!r} / redop {redop[:40]!r} "
+                         f"is no name nccl-tests prints: {text.strip()[:100]!r}")
     return NcclRow(
         size_bytes=_integer(head[0], "size", n, text), count=_integer(head[1], "count", n, text),
         type=head[2], redop=redop, root=root,
@@ -352,7 +359,12 @@ def parse_nccl_tests(text: str) -> NcclTestsRun:
         raise ParseError("nccl-tests: the output is empty (no size rows)")
     if text.lstrip().startswith("{"):
         return parse_nccl_tests_json(text)
-    return _parse_text(text)
+    try:
+        return _parse_text(text)
+    except ParseError:
+        raise
+    except ValueError as exc:  # int() of more digits than Python converts (4,300)
+        raise ParseError(f"nccl-tests: unreadable figure: {str(exc)[:80]}") from None
 
 
 __all__ = ["NcclMeasurement", "NcclRank", "NcclRow", "NcclTestsRun", "nccl_version_from_code",

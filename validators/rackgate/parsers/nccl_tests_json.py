@@ -30,6 +30,7 @@ import re
 from typing import Any
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import json_float, oversized
 from rackgate.parsers.nccl_tests_record import (
     NcclMeasurement,
     NcclRank,
@@ -122,7 +123,7 @@ def _jrank(d: dict[str, Any], i: int) -> NcclRank:
 def parse_nccl_tests_json(text: str) -> NcclTestsRun:
     try:
         # NaN and Infinity decode (Python's json): _jfloat refuses them naming the field
-        doc = json.loads(text, object_pairs_hook=_merge_results)
+        doc = json.loads(text, object_pairs_hook=_merge_results, parse_float=json_float)
     except json.JSONDecodeError as exc:
         raise ParseError(f"nccl-tests JSON: not valid JSON at line {exc.lineno} column "
                          f"{exc.colno}: {exc.msg} (truncated file: did the run finish?)") from exc
@@ -132,6 +133,8 @@ def parse_nccl_tests_json(text: str) -> NcclTestsRun:
         raise ParseError(f"nccl-tests JSON: unreadable value: {str(exc)[:80]}") from None
     if not isinstance(doc, dict):
         raise ParseError("nccl-tests JSON: the top level is not an object")
+    if why := oversized(doc, 64, 4096):  # nccl-tests' keys are words, its strings short
+        raise ParseError(f"nccl-tests JSON: {why}: no output of nccl-tests' (damaged?)")
     results = doc.get("results")
     if not isinstance(results, list) or not results:
         raise ParseError("nccl-tests JSON: 'results' is missing or empty (no size rows)")

@@ -57,7 +57,7 @@ class NicPcie:
 def _width(device: str, name: str, value: str) -> int | None:
     if not value:
         return None
-    if not value.isdigit() or int(value) not in _WIDTHS:
+    if not re.fullmatch(r"[0-9]{1,2}", value) or int(value) not in _WIDTHS:
         raise ParseError(f"{PROBE_NAME}: {device}/{name} is {value!r}, not a PCIe link "
                          f"width ({', '.join(map(str, sorted(_WIDTHS)))})")
     return int(value)

@@ -13,7 +13,11 @@ Incomplete output is refused, never read as a smaller healthy node: XML must be
 well-formed up to the closing ``</nvidia_smi_log>``; in the text form every GPU block
 must reach its last section, ``Processes``. A complete report of fewer sections (``-d
 PERFORMANCE`` and the like) is refused too, but as filtered, naming the sections it lacks
-(``nvidia_smi_fields.filtered_report``), not as truncated.
+(``nvidia_smi_fields.filtered_report``), not as truncated. A text line that is no
+``Label : value`` line of nvidia-smi's labels, nor a heading with lines under it (a line
+cut in two by a carriage return, a label with a byte-order mark or 100,000 characters),
+and a driver or CUDA version nvidia-smi would not print, are refused too; so is XML
+holding a character nvidia-smi never prints (``parsers.damage``) or a line over 4,096.
 
 >>> q = parse_nvidia_smi_xml('<nvidia_smi_log><driver_version>535.54.03</driver_version>'
 ...     '<attached_gpus>1</attached_gpus><gpu id="00000000:01:00.0">'
@@ -30,6 +34,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import DAMAGE
 from rackgate.parsers.nvidia_smi_fields import (
     REASONS,
     EccCounts,
@@ -47,9 +52,15 @@ _DEVICE_ERROR = re.compile(r"Unable to determine the device handle|GPU is lost|"
                            r"No devices were found|NVIDIA-SMI has failed", re.IGNORECASE)
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 _GPU_LINE = re.compile(rf"^GPU ({_BUS_ID})\s*$")
-# (?<!\s): the key never ends inside a run of blanks (each position of the run would scan
-# it again: time quadratic in the run); it ends before the run
-_KV_LINE = re.compile(r"^( *)(\S.*?)(?<!\s)\s*:(?: (.*))?$")
+# a label nvidia-smi -q prints ("Clocks Event Reasons", "Max Customer Boost Clocks"), and
+# its versions; anything else is a damaged line
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9 ()/._,+#&'%:-]{0,63}", re.ASCII)
+_DRIVER = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}", re.ASCII)
+_CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}", re.ASCII)
+_MAX_LINE = 4096  # nvidia-smi's XML lines are a tag and a short value
+_LONG_LINE = re.compile(rf"[^\n]{{{_MAX_LINE + 1}}}")
+_BANNER = re.compile(r"=+NVSMI LOG=+")  # the one line of '=' nvidia-smi -q prints
+_MAX_VALUE = 256  # NVML's longest string buffer is 96 bytes (NVML_DEVICE_NAME_V2_BUFFER_SIZE)
 # the first line whose first non-blank character is '<' ([^\S\n]: a blank of that line;
 # \s would run on over the next lines from every empty line: quadratic in empty lines)
 _XML_LINE = re.compile(r"(?m)^[^\S\n]*<")
@@ -97,6 +108,11 @@ def parse_nvidia_smi_xml(text: str) -> GpuQuery:
     if _depth(root) > _MAX_DEPTH:
         raise ParseError(f"{fmt}: elements nested deeper than {_MAX_DEPTH} levels: not "
                          "nvidia-smi's layout")
+    if m := DAMAGE.search(text) or _LONG_LINE.search(text):  # scanned once, in C
+        line = text.count("\n", 0, m.start()) + 1
+        raise ParseError(f"{fmt}: line {line} holds " + (
+            f"{m.group()!r}, a character nvidia-smi never prints" if len(m.group()) == 1 else
+            f"more than {_MAX_LINE:,} characters") + " (damaged output?)")
     top = Node.of_element(root)  # elements become nodes when read (most never are)
     attached = Reader(fmt, top, "the log").integer("", "attached_gpus")
     elements = root.findall("gpu")
@@ -112,11 +128,44 @@ def parse_nvidia_smi_xml(text: str) -> GpuQuery:
             raise ParseError(f"{fmt}: <gpu id={bus!r}> holds pci_bus_id {listed!r}: two GPUs' "
                              "output mixed?")
         gpus.append(read_gpu(fmt, i, bus, node, text_form=False))
-    return GpuQuery("xml", top.text("driver_version"), top.text("cuda_version"), attached,
-                    tuple(gpus), _device_errors(prefix.splitlines()))
+    return GpuQuery("xml", *_versions(fmt, top), attached, tuple(gpus),
+                    _device_errors(prefix.splitlines()))
 
 
 _LISTS = ("processes", "accounted_processes")  # sections that repeat their keys per entry
+
+
+def _versions(fmt: str, top: Node) -> tuple[str | None, str | None]:
+    """The driver and CUDA versions, as nvidia-smi prints them ("535.183.01", "12.2"), or
+    None where absent; ParseError for anything else (the drift check compares them)."""
+    out = []
+    for key, shape in (("driver_version", _DRIVER), ("cuda_version", _CUDA)):
+        value = top.text(key)
+        if value is not None and not shape.fullmatch(value):
+            raise ParseError(f"{fmt}: {key} {value[:40]!r} is no version nvidia-smi prints")
+        out.append(value)
+    return out[0], out[1]
+
+
+def _key_value(line: str) -> tuple[str, str | None]:
+    """``Label : value`` split at the first colon followed by a space or the end of the
+    line (a value holds colons: bus IDs, times); ``(label, None)`` for a section's heading.
+    A scan, not a regex, so a long line costs its length once."""
+    at = line.find(":")
+    while at >= 0:
+        if at + 1 == len(line) or line[at + 1] == " ":
+            return line[:at].strip(), line[at + 2:]
+        at = line.find(":", at + 1)
+    return line.strip(), None
+
+
+def _opens(lines: list[str], n: int) -> bool:
+    """Whether the heading on line ``n`` (1-based) has lines indented under it, or ends the
+    output (a cut report, which the caller names as truncated)."""
+    indent = len(lines[n - 1]) - len(lines[n - 1].lstrip(" "))
+    while n < len(lines) and not lines[n].strip():
+        n += 1
+    return n == len(lines) or len(lines[n]) - len(lines[n].lstrip(" ")) > indent
 
 
 def _text_tree(lines: list[str], fmt: str) -> tuple[Node, list[tuple[str, Node]], list[str]]:
@@ -125,7 +174,7 @@ def _text_tree(lines: list[str], fmt: str) -> tuple[Node, list[tuple[str, Node]]
     errors: list[str] = []
     stack: list[tuple[int, Node]] = [(-1, top)]
     for n, line in enumerate(lines, 1):
-        if not line.strip() or line.startswith("====="):
+        if not line.strip() or _BANNER.fullmatch(line):
             continue
         if _DEVICE_ERROR.search(line):
             errors.append(line.strip())
@@ -137,12 +186,22 @@ def _text_tree(lines: list[str], fmt: str) -> tuple[Node, list[tuple[str, Node]]
             stack = [(-1, top), (0, node)]
             continue
         indent = len(line) - len(line.lstrip(" "))
-        kv = _KV_LINE.match(line)
-        key, value = (kv.group(2), kv.group(3) or "") if kv else (line.strip(), None)
+        key, value = _key_value(line)
+        if not _KEY.fullmatch(key):
+            raise ParseError(f"{fmt}: line {n} is no 'Label : value' line nor a section: "
+                             f"{line[:120]!r}")
+        if value is None and not _opens(lines, n):
+            raise ParseError(f"{fmt}: line {n} {line.strip()[:120]!r} has no ' : value' and "
+                             "no lines under it (a cut or damaged line?)")
         while stack[-1][0] >= indent:
             stack.pop()
         if not stack:
             raise ParseError(f"{fmt}: line {n} is indented less than its section: {line!r}")
+        if indent % 4 or "\r" in line or len(value or "") > _MAX_VALUE:
+            # 4 spaces a level; no CR inside nvidia-smi's lines; NVML's strings are short
+            why = f"indented {indent} spaces" if indent % 4 else "holds a carriage return" \
+                if "\r" in line else f"has a value of {len(value or ''):,} characters"
+            raise ParseError(f"{fmt}: line {n} {why}: {line[:120]!r}")
         if indent > 0 and len(stack) == 1:
             raise ParseError(f"{fmt}: line {n} is indented but belongs to no GPU: {line!r}")
         child = Node(snake(key), value)
@@ -159,7 +218,7 @@ def _text_tree(lines: list[str], fmt: str) -> tuple[Node, list[tuple[str, Node]]
 def parse_nvidia_smi_text(text: str) -> GpuQuery:
     """Parse ``nvidia-smi -q`` (the text report) into the same record as the XML parser."""
     fmt = "nvidia-smi -q text"
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\r\n", "\n")
     banner = text.find("==============NVSMI LOG==============")
     prefix = text[:banner] if banner >= 0 else ""
     lines = text[banner:].split("\n") if banner >= 0 else text.split("\n")
@@ -183,8 +242,7 @@ def parse_nvidia_smi_text(text: str) -> GpuQuery:
                              "section: truncated output"
                              + (" (a report filtered with -d, cut short?)" if unnamed else ""))
         gpus.append(read_gpu(fmt, i, bus, node, text_form=True))
-    return GpuQuery("text", top.text("driver_version"), top.text("cuda_version"), attached,
-                    tuple(gpus), tuple(errors))
+    return GpuQuery("text", *_versions(fmt, top), attached, tuple(gpus), tuple(errors))
 
 
 def parse_nvidia_smi(text: str) -> GpuQuery:

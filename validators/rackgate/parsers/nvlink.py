@@ -33,6 +33,7 @@ from rackgate.parsers import ParseError
 
 FORMAT = "nvidia-smi nvlink -s"
 _GPU = re.compile(r"^GPU ([0-9]{1,4}): (.*?)(?: \(UUID: ([^()]*)\))?$")  # [^()]: as multipath
+_NVML_STRING = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE
 _LINK = re.compile(r"^Link ([0-9]{1,4}): (?:([0-9]{1,9}(?:\.[0-9]{1,9})?) GB/s|(<inactive>))$")
 _ALL_DOWN = re.compile(r"^NVML: ?Unable to retrieve NVLink information as all links are "
                        r"inactive\.?$", re.IGNORECASE)
@@ -88,6 +89,9 @@ def parse_nvlink_status(text: str) -> NvLinkStatus:
                 raise ParseError(f"{FORMAT}: line {lineno}: GPU {index} follows GPU "
                                  f"{expected - 1 if gpus else 'none'}; GPU {expected} is "
                                  "missing (elided or edited output?)")
+            if max(len(gpu.group(2)), len(gpu.group(3) or "")) > _NVML_STRING:
+                raise ParseError(f"{FORMAT}: line {lineno}: GPU {index}'s name or UUID is "
+                                 f"longer than NVML's {_NVML_STRING} characters (damaged?)")
             current, links, all_down = (index, gpu.group(2), gpu.group(3)), [], False
         elif _ALL_DOWN.match(line):
             if current is None:

@@ -116,8 +116,9 @@ def _numbers(lineno: int, cells: list[str], layout: TableLayout, tool: str) -> l
                          "row?)")
     if layout.skip_col is not None:
         cells = cells[:layout.skip_col] + cells[layout.skip_col + 1:]
-    values = [float(c) for c in cells]
-    bad = next((c for c, v in zip(cells, values, strict=True)
+    # perftest prints "%-7.2f" and the like: a 100,000-digit cell is damage, not a figure
+    values = [float(c) if len(c) <= 32 else math.nan for c in cells]
+    bad = next((c[:40] for c, v in zip(cells, values, strict=True)
                 if not math.isfinite(v) or v < 0), None)
     if bad is not None:
         raise ParseError(f"{tool}: line {lineno}: result cell {bad!r} is not a finite, "

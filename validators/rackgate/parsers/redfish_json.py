@@ -10,7 +10,9 @@ A collection may come with ``$expand`` applied (DSP0266, "Query parameters": eac
 ``Members`` replaced by the resource it links, as power shelves return their
 ``PowerSupplyCollection``): its members are then resources of the evidence too. A member
 also given as its own resource must be the same resource, else the copies were read at
-different times and neither is the evidence.
+different times and neither is the evidence. A property name longer than 256 characters,
+or a string longer than 4,096, is no BMC's (Redfish names are words, URIs and values short):
+a ParseError, as a damaged name would hide the property the judge reads.
 
 >>> found = resources('{"@odata.type": "#PowerSupplyCollection.PowerSupplyCollection", '
 ...     '"@odata.id": "/P", "Members@odata.count": 1, "Members": [{"@odata.id": "/P/1", '
@@ -26,6 +28,7 @@ import re
 from typing import Any
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import oversized
 from rackgate.parsers.strict_json import decode, finite
 
 COLLECTOR = "rackgate.redfish"
@@ -70,7 +73,7 @@ def resources(text: str, fmt: str = "Redfish JSON") -> Resources:
                 raise ParseError(f"{fmt}: the collector document has no 'resources' object")
             for key, res in found.items():
                 if not isinstance(res, dict):
-                    raise ParseError(f"{fmt}: resources[{key!r}] is not an object")
+                    raise ParseError(f"{fmt}: resources[{key[:80]!r}] is not an object")
                 _add(out, str(key), res, fmt)
         elif "@odata.type" in doc or "@odata.id" in doc:
             _add(out, str(doc.get("@odata.id", f"#{len(out)}")), doc, fmt)
@@ -79,9 +82,23 @@ def resources(text: str, fmt: str = "Redfish JSON") -> Resources:
                              f"(keys: {', '.join(sorted(map(str, doc))[:8]) or 'none'})")
         while pos < len(text) and text[pos] in " \t\r\n":
             pos += 1
+    for key, res in out.items():
+        _plausible(key, res, fmt)
     _expanded(out, fmt)
     _complete(out, fmt)
     return out
+
+
+_MAX_NAME, _MAX_STRING = 256, 4096
+
+
+def _plausible(key: str, res: Any, fmt: str) -> None:
+    """ParseError for a resource key or property name over _MAX_NAME characters, or a
+    string over _MAX_STRING, in ``res``."""
+    if len(key) > _MAX_NAME * 4 or (why := oversized(res, _MAX_NAME, _MAX_STRING)):
+        where = f" {key[:120]}: {why}" if len(key) <= _MAX_NAME * 4 else \
+            f" a resource key of {len(key):,} characters"
+        raise ParseError(f"{fmt}:{where}: no BMC's (a damaged name?)")
 
 
 def _expanded(found: Resources, fmt: str) -> None:

@@ -132,6 +132,8 @@ def _said(lines: list[str]) -> str:
 
 
 def _lid(text: str, what: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,5}", text, re.ASCII):  # isdigit() takes '²', int() not
+        raise ParseError(f"{what}: LID {text[:20]!r} is not a decimal number")
     lid = int(text)
     if lid > MAX_LID:
         raise ParseError(f"{what}: LID {lid} is not a unicast LID (1..{MAX_LID:#x})")

@@ -5,7 +5,8 @@ pretty-printed output would silently replace a value; here it is a ParseError na
 key. Nesting too deep for the decoder, and integers longer than Python converts, are
 ParseErrors too, never a RecursionError or ValueError escaping the parser. Non-finite
 numbers (``NaN``, ``Infinity``, ``1e400``) are decoded and left to the field readers, which
-refuse them naming the field (:func:`finite`).
+refuse them naming the field (:func:`finite`); so is a number longer than any tool
+prints (``parsers.damage.json_float``), decoded as NaN.
 
 >>> decode('{"a": 1} tail', "demo JSON")
 ({'a': 1}, 8)
@@ -22,6 +23,7 @@ import math
 from typing import Any
 
 from rackgate.parsers import ParseError
+from rackgate.parsers.damage import json_float
 
 
 class Obj(dict[str, Any]):
@@ -67,7 +69,8 @@ def decode(text: str, fmt: str, pos: int = 0, unique_keys: bool = True) -> tuple
     ``unique_keys=False`` for tools whose own output repeats keys (fio repeats a job option
     given twice, and its latency buckets): objects are then :class:`Obj` and the parser
     reads the fields it judges through :func:`field`, which refuses a repeated one."""
-    decoder = json.JSONDecoder(object_pairs_hook=_hook(fmt) if unique_keys else _lenient)
+    decoder = json.JSONDecoder(object_pairs_hook=_hook(fmt) if unique_keys else _lenient,
+                               parse_float=json_float)
     try:
         return decoder.raw_decode(text, pos)
     except ParseError:

@@ -19,7 +19,8 @@ then the affinity cells (GPU rows only). An optional ``NIC Legend:`` maps ``NIC0
 Real output varies: tab- or space-separated (copies of the tab-separated original lose the
 tabs), CRLF line ends, empty affinity cells, an extra empty cell before ``GPU NUMA ID``,
 text before the header or after the legend. Cells are read per line (tabs when the line has
-a tab, runs of spaces otherwise); affinity cells are read by position.
+a tab, runs of spaces otherwise); affinity cells are read by position, and must be a CPU
+list, a NUMA node, N/A or empty.
 
 >>> m = parse_topo_matrix("\\tGPU0\\tGPU1\\tNIC0\\tCPU Affinity\\tNUMA Affinity\\n"
 ...     "GPU0\\t X \\tNV18\\tPIX\\t0-47\\t0\\nGPU1\\tNV18\\t X \\tSYS\\t48-95\\t1\\n"
@@ -39,6 +40,13 @@ from rackgate.parsers import ParseError
 
 FORMAT = "nvidia-smi topo -m"
 _AFFINITY_NAMES = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+# a CPU list as the kernel writes it ("0-55,112-167"), a NUMA node, N/A, or empty
+_AFFINITY_SHAPES = {
+    "CPU Affinity": re.compile(r"N/A|(?:[0-9]{1,5}(?:-[0-9]{1,5})?(?:,[0-9]{1,5}"
+                               r"(?:-[0-9]{1,5})?)*)?", re.ASCII),
+    "NUMA Affinity": re.compile(r"N/A|[0-9]{0,4}", re.ASCII),
+    "GPU NUMA ID": re.compile(r"N/A|[0-9]{0,4}", re.ASCII),
+}
 _LINK = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|SOC|NV([1-9][0-9]{0,3}))$")
 _LEGEND_ENTRY = re.compile(r"^\s*(NIC[0-9]+)\s*:\s*(\S+)\s*$")
 _GPU = re.compile(r"^GPU([0-9]+)$")
@@ -184,6 +192,11 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
                 affinity[col] = rest[i] if i < len(rest) else None
             if "GPU NUMA ID" in trailing and len(rest) >= len(trailing):
                 affinity["GPU NUMA ID"] = rest[-1]  # drivers print an empty cell before it
+        for col, shape in _AFFINITY_SHAPES.items():
+            value = affinity[col]
+            if value is not None and not shape.fullmatch(value):
+                raise ParseError(f"{FORMAT}: line {lineno}: {name}'s {col} {value[:40]!r} is "
+                                 "no CPU list or NUMA node nvidia-smi prints")
         devices.append(TopoDevice(name, is_gpu, affinity["CPU Affinity"],
                                   affinity["NUMA Affinity"], affinity["GPU NUMA ID"]))
     nic_labels = [n for n in names if not _GPU.match(n)]

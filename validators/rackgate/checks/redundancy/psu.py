@@ -11,7 +11,13 @@ detected, Failure detected``) is one supply, counted once, judged by its states 
 Watts. Health comes from the IPMI offsets of the asserted states (text, or the state
 mask), never from a tool's status column or FreeIPMI's State (whose Warning or Critical
 is a finding all the same). A state on no list is an error naming the sensor and the
-text. ``sdr elist`` rather than ``sdr type "Power Supply"``: Intel boards report PSU
+text. Every sensor is one identity (its name and entity: Dell names both supplies
+"Status"): a name listed twice on one entity, or one sensor number (or FreeIPMI record)
+under two identities, is an error when a power-supply sensor is among them, and each
+supply counts once. A line the parser could not read that could concern the supplies (a
+table row, a line of a verbose block, a line naming a supply, power or redundancy) is an
+error quoting it: a damaged line may be the supply that is missing or failed. ``sdr
+elist`` rather than ``sdr type "Power Supply"``: Intel boards report PSU
 redundancy on a Power Unit (09h) sensor that the type filter leaves out. The parser also
 reads ``ipmitool sensor`` and FreeIPMI ``ipmi-sensors`` listings, which this judge holds to
 the same rules (the check collects ``sdr elist``). IPMI v2.0 (Table 42-2, 42-3),
@@ -30,7 +36,14 @@ from rackgate.checks.base import SECRET_FILE, Check, CommandError, Params, Scope
 from rackgate.checks.findings import Finding, message, verdict
 from rackgate.figures import figure
 from rackgate.model import Judgement, Status
-from rackgate.parsers.ipmi import IpmiSdr, IpmiSensor, PsuKind, parse_ipmi_sdr, psu_sensors
+from rackgate.parsers.ipmi import (
+    IpmiSdr,
+    IpmiSensor,
+    PsuKind,
+    parse_ipmi_sdr,
+    psu_sensors,
+    psu_unread,
+)
 from rackgate.parsers.ipmi_states import (
     POWER_UNIT_HEALTHY,
     POWER_UNIT_STATES,
@@ -218,29 +231,71 @@ def _power_findings(s: IpmiSensor, threshold: Threshold | None, max_w: float) ->
     return out
 
 
+def _named(s: IpmiSensor) -> str:
+    return f"{s.name} (entity {s.entity})" if s.entity else repr(s.name)
+
+
+def _identity_findings(sdr: IpmiSdr) -> list[Finding]:
+    """An error for each identity listed more than once, and for each sensor number or
+    FreeIPMI record ID under more than one identity, when a PSU sensor is among them."""
+    kinds = {id(s): k for k, s in psu_sensors(sdr)}
+    out: list[Finding] = []
+    same: dict[object, list[IpmiSensor]] = {}
+    for s in sdr.sensors:
+        same.setdefault(s.identity, []).append(s)
+    for group in same.values():
+        if len(group) > 1 and any(id(s) in kinds for s in group):
+            labels = list(dict.fromkeys(s.label for s in group))
+            also = f" (as {', '.join(labels)})" if len(labels) > 1 else ""
+            hint = "" if group[0].entity else (": this listing shows no entity to tell "
+                                               "same-named sensors apart, collect 'sdr elist'")
+            out.append((Status.ERROR, f"{group[0].label} is listed {len(group)} times{also}: "
+                                      f"duplicated output, the PSUs cannot be counted{hint}"))
+    for what, key in (("sensor number", "sensor_number"), ("record ID", "record_id")):
+        found: dict[int, list[IpmiSensor]] = {}
+        for s in sdr.sensors:
+            if (n := getattr(s, key)) is not None:
+                found.setdefault(n, []).append(s)
+        for n, group in found.items():
+            names = list(dict.fromkeys(_named(s) for s in group))
+            if len({s.identity for s in group}) > 1 and any(id(s) in kinds for s in group):
+                shown = f"{n:02X}h" if key == "sensor_number" else str(n)
+                out.append((Status.ERROR, f"{what} {shown} is listed for {' and '.join(names)}: "
+                                          "one sensor under two names, the PSUs cannot be told "
+                                          "apart"))
+    return out
+
+
 def judge_psu_ipmi(sdr: IpmiSdr, params: PsuIpmiParams, thresholds: Mapping[str, Threshold],
                    hardware: Hardware) -> Judgement:
     """Exactly ``hardware.psu.count`` PSU status sensors, each listed once and every one
     positively healthy (allow-lists above): a supply the profile does not count is foreign
     hardware, a failure like a missing one. Redundancy, Power Unit and input power sensors
-    without findings. The worst finding decides; all of them are listed."""
+    without findings; no unread line that could concern them. The worst finding decides;
+    all of them are listed."""
     assert hardware.psu is not None  # applies() skips profiles without PSUs
     want = hardware.psu.count
     want_redundancy = hardware.psu.redundancy != "none"
     max_w = max_input_watts(hardware.psu)
     sensors = psu_sensors(sdr)
-    findings: list[Finding] = []
-    labels = [s.label for _, s in sensors]
-    for label in dict.fromkeys(x for x in labels if labels.count(x) > 1):
-        findings.append((Status.ERROR, f"{label} is listed {labels.count(label)} times: "
-                                       "duplicated output, the PSUs cannot be counted"))
+    findings: list[Finding] = [
+        (Status.ERROR, f"line {u.number} of the listing cannot be read "
+                       f"({u.text.strip()[:160]!r}): "
+                       f"{'in a sensor table or block' if u.owned else 'it names power'}, it "
+                       "may be a power supply's: the PSUs cannot be judged")
+        for u in psu_unread(sdr)]
+    findings += _identity_findings(sdr)
     healthy = []
     for kind, s in sensors:
         f = _sensor_findings(kind, s, want_redundancy, thresholds.get("input_power"), max_w)
         findings += f
         if kind == "psu" and not any(st >= Status.FAIL for st, _ in f):
-            healthy.append(s.label)
-    status_sensors = list(dict.fromkeys(s.label for k, s in sensors if k == "psu"))
+            healthy.append(s.identity)
+    first: dict[tuple[str, str | None], str] = {}  # each supply once, by its identity
+    for k, s in sensors:
+        if k == "psu":
+            first.setdefault(s.identity, s.label)
+    status_sensors = list(first.values())
     if len(status_sensors) != want:
         names = ", ".join(status_sensors) or "none"
         findings.insert(0, (Status.FAIL, f"{len(status_sensors)} PSU status sensor(s) "

@@ -1,0 +1,390 @@
+"""Every parser of validators/rackgate/parsers that feeds a judge, with the healthy and
+faulty tool outputs its family tests use, for the fuzz property tests of issue 28
+(tests/unit/test_fuzz_parsers.py) and their large run (bench/fuzz_parsers.py).
+
+A :class:`Subject` is a parser and the judge of its check with the parameters of the
+family's degraded tests (tests/unit/test_degraded_*.py, whose sources and patterns are
+imported from there); its sources are the healthy outputs those tests damage, with the
+lines and numbers the judge reads, and the faulty fixtures the family's tests judge, each
+damaged anywhere. :func:`problem` is the oracle:
+
+* a parser answers with a record or a ParseError, never another exception (it propagates);
+* a mutant of a faulty source is never judged ``pass``;
+* a mutant of a healthy source is judged ``pass`` only when its record equals the healthy
+  source's: when the damage changed nothing the judge reads.
+
+Parsers whose records no node-check judge reads (ibv_devinfo, and the fabric listings
+judged against a fabric plan: iblinkinfo, ibnetdiscover, the counters, sminfo) are held
+to the first rule only (``judge`` None).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import test_degraded_cooling as cooling
+import test_degraded_gpu as gpu
+import test_degraded_mpi as mpi
+import test_degraded_nccl as nccl
+import test_degraded_node as node
+import test_degraded_pairwise as pairwise
+import test_degraded_ports as ports
+import test_degraded_power as power
+import test_degraded_storage as storage
+import test_real_formats_ipmi as ipmi_formats
+from degrade_helpers import LONG
+from test_cooling import DirFetcher
+
+from rackgate.checks import load_profile
+from rackgate.checks.conformance import judge_conformance
+from rackgate.checks.cooling import PsuRedfishParams, judge_cdu, judge_psu_redfish
+from rackgate.checks.fio import judge_rand_read, judge_seq_read
+from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
+from rackgate.checks.identity import IdentityParams, judge_identity
+from rackgate.checks.infiniband import LosslessParams, PortsParams, judge_lossless, judge_ports
+from rackgate.checks.mpi import judge_allreduce
+from rackgate.checks.nccl import NcclParams, judge_nccl
+from rackgate.checks.nccl_fabric import judge_fabric, parse_fabric
+from rackgate.checks.nic_pcie import NicPcieParams, judge_nic_pcie
+from rackgate.checks.pairwise import judge_nodes
+from rackgate.checks.redundancy import (
+    MultipathParams,
+    PsuIpmiParams,
+    judge_bonding,
+    judge_multipath,
+    judge_psu_ipmi,
+)
+from rackgate.checks.topology import (
+    AffinityParams,
+    DcgmDiagParams,
+    NvLinkParams,
+    judge_affinity,
+    judge_dcgm,
+    judge_nvlink,
+)
+from rackgate.model import Status
+from rackgate.parsers import ParseError
+from rackgate.parsers.bonding import parse_bonding
+from rackgate.parsers.conformance import parse_conformance
+from rackgate.parsers.dcb import parse_dcb_sections
+from rackgate.parsers.dcgm import parse_dcgm_diag
+from rackgate.parsers.fio import parse_fio_json
+from rackgate.parsers.ibcounters import parse_ibcounters
+from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
+from rackgate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
+from rackgate.parsers.identity import parse_identity
+from rackgate.parsers.infiniband import parse_ibstat, parse_ibv_devinfo
+from rackgate.parsers.ipmi import parse_ipmi_sdr
+from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
+from rackgate.parsers.multipath import parse_multipath_ll
+from rackgate.parsers.nccl_tests import parse_nccl_tests
+from rackgate.parsers.nic_pcie import parse_nic_pcie
+from rackgate.parsers.nvidia_smi import parse_nvidia_smi_text, parse_nvidia_smi_xml
+from rackgate.parsers.nvlink import parse_nvlink_status
+from rackgate.parsers.pairwise import parse_pairwise
+from rackgate.parsers.perftest import parse_ib_write_bw
+from rackgate.parsers.redfish import parse_redfish_cooling, parse_redfish_power
+from rackgate.parsers.sminfo import parse_sminfo
+from rackgate.parsers.topology import parse_topo_matrix
+from rackgate.programs import redfish as collector
+
+FIX = Path(__file__).parents[1] / "fixtures"
+ANY_LINE = r"\S"
+# any number standing alone (not part of a word, an address or a version): what the
+# notation mutator redraws in a faulty source
+ANY_NUMBER = r"(?<![\w.:/-])(-?[0-9]+(?:\.[0-9]+)?)(?![\w.:/])"
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    text: str
+    healthy: bool
+    lines: str = ANY_LINE  # the lines the mutators damage
+    numbers: tuple[str, ...] = (ANY_NUMBER,)  # the numbers (group 1) they redraw
+
+
+@dataclass(frozen=True)
+class Subject:
+    name: str
+    parse: Callable[[str], Any]
+    judge: Callable[[Any], Status] | None  # None: no node-check judge reads the record
+    sources: tuple[Source, ...]
+    # the part of the record the judge decides on, where the record holds more (raw text,
+    # versions it only reports); None: all of it
+    reads: Callable[[Any], Any] | None = None
+    long: int = LONG  # the long line's length
+
+
+def _fio_read(run: Any) -> Any:
+    """fio's read judges decide on the jobs' errors and read figures (the version and job
+    names are reported; options are read only when the p99 is absent, as in no source)."""
+    return tuple((j.error, j.read) for j in run.jobs)
+
+
+def _pairwise(run: Any) -> Any:
+    """The pairwise judge reads each pair's client output with the perftest parser: the
+    figures it reads, not the raw text the record keeps."""
+    def perftest(text: str) -> Any:
+        try:
+            return parse_ib_write_bw(text)
+        except ParseError as exc:
+            return f"ParseError: {exc}"
+    return run.nodes, run.rounds, tuple((p.round, p.server, p.client, p.rc, p.client_tasks,
+                                         perftest(p.client_text)) for p in run.pairs)
+
+
+def _no_lines(record: Any) -> Any:
+    """``record`` with every ``line`` field 0: where in the output a row stood is for the
+    messages, and a blank line or a CR before it moves it without changing it."""
+    if is_dataclass(record) and not isinstance(record, type):
+        return replace(record, **{f.name: 0 if f.name == "line" else
+                                  _no_lines(getattr(record, f.name)) for f in fields(record)})
+    if isinstance(record, (tuple, list)):
+        return type(record)(_no_lines(x) for x in record)
+    if isinstance(record, dict):
+        return {k: _no_lines(v) for k, v in record.items()}
+    return record
+
+
+def _nccl(run: Any) -> Any:
+    """nccl-tests' versions are reported in the details, not judged; nor are line numbers."""
+    return _no_lines(replace(run, tests_version=None, nccl_version=None))
+
+
+def read(path: str) -> str:
+    """A fixture's tool output: what follows its '# ---' line, else without '#' lines."""
+    text = (FIX / path).read_text(encoding="utf-8")
+    if "\n# ---\n" in text:
+        return text.partition("\n# ---\n")[2]
+    if path.endswith((".json", ".xml")):
+        return text
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#")) + "\n"
+
+
+def faulty(*paths: str) -> tuple[Source, ...]:
+    return tuple(Source(p, read(p), healthy=False) for p in paths)
+
+
+def _redfish(scenario: str, kind: str) -> str:
+    """A mockup as the collector gathers it (tests/unit/test_cooling.py), one key a line."""
+    fetch = DirFetcher(FIX / "redfish" / scenario)
+    found = collector.walk_power(fetch, "1") if kind == "power" else \
+        collector.walk_cooling(fetch, "1")
+    return json.dumps({"collector": "rackgate.redfish", "kind": kind, "resources": found},
+                      indent=1) + "\n"
+
+
+def _nodes(results: Any) -> Status:
+    """A pairwise run passes only when every node does."""
+    statuses = [r.status for r in results[0]]
+    return Status.PASS if statuses and set(statuses) == {Status.PASS} else \
+        Status.worst([s for s in statuses if s is not Status.PASS] or [Status.ERROR])
+
+
+H100 = load_profile("dgx-h100").model.hardware
+IPMI_READ = r"^(PSU1 Status|PSU2 Status|PSU1 Power In|PS Redundancy) "
+IPMI_NUMBERS = (r"\| ([0-9]+) Watts", r"^(?:PSU|PS Red)[^|]*\| ([0-9A-F]{2}h) \|",
+                r"^(?:PSU|PS Red)[^|]*\|[^|]*\|[^|]*\| +([0-9]+)\.[0-9]+ \|",
+                r"^(?:PSU|PS Red)[^|]*\|[^|]*\|[^|]*\| +[0-9]+\.([0-9]+) \|")
+
+SUBJECTS: tuple[Subject, ...] = (
+    Subject("ipmi", parse_ipmi_sdr, lambda r: judge_psu_ipmi(
+        r, PsuIpmiParams(), {}, power.HW2).status, (
+        Source("elist healthy", power.IPMI, True, IPMI_READ, IPMI_NUMBERS),
+        Source("ipmi_sim elist", "\n".join(power.IPMI.splitlines()[:3]) + "\n", True,
+               IPMI_READ, IPMI_NUMBERS),
+        Source("sensor healthy", ipmi_formats.IPMITOOL_SENSOR, True, IPMI_READ,
+               (r"\| ([0-9]+\.[0-9]+) +\| Watts",)),
+        Source("freeipmi healthy", ipmi_formats.FREEIPMI, True,
+               r"^[0-9]+ +\| (PSU1 Status|PSU2 Status|PSU1 Power In|PS Redundancy) ",
+               (r"\| ([0-9]+\.[0-9]+) +\| W", r"^([0-9]+) +\| P")),
+        Source("hp ilo healthy", read("redundancy/ipmi-elist-hp-ilo-psu-watts-healthy.txt"),
+               True, r"^Power Suppl", (r"\| ([0-9]+) Watts",)),
+        *faulty(*(f"redundancy/{p.name}" for p in sorted((FIX / "redundancy").glob("ipmi-*"))
+                  if "healthy" not in p.name)))),
+    Subject("redfish power", parse_redfish_power, lambda r: judge_psu_redfish(
+        r, PsuRedfishParams(), {}, power.HW6).status, (
+        Source("healthy mockup", _redfish("healthy", "power"), True, ANY_LINE,
+               (rf'"(?:{power.READ_NUMBERS})": (-?[0-9.]+)',)),
+        *(Source(s, _redfish(s, "power"), False) for s in (
+            "psu-absent", "psu-collection-expanded-bay3-offline",
+            "psu-standby-spare-bay6-critical", "psu-capacity-not-a-number")))),
+    Subject("redfish cooling", parse_redfish_cooling, lambda r: judge_cdu(
+        r, cooling.CduParams(), cooling.LIMITS).status, (
+        Source("healthy mockup", cooling.COOLING, True, ANY_LINE,
+               (r'"(?:Reading|Members@odata\.count)": (-?[0-9.]+)',)),
+        *(Source(s, _redfish(s, "cooling"), False) for s in ("leak", "flow-low")))),
+    Subject("nvidia-smi xml", parse_nvidia_smi_xml, lambda r: judge_gpu_health(
+        r, GpuHealthParams(), {}, gpu.H100).status, (
+        Source("h100 8 gpus", gpu.XML, True, gpu.XML_LINES,
+               (rf"<(?:{gpu.XML_TAGS})>(-?[0-9.]+)",)),
+        *faulty(*(f"gpu/h100-{n}.xml" for n in (
+            "7-of-8-gpus", "ecc-uncorrectable", "hw-slowdown", "pcie-x8-downtrained",
+            "persistence-disabled", "power-limit-lowered", "remap-failure", "remap-pending",
+            "reset-required", "truncated"))))),
+    Subject("nvidia-smi text", parse_nvidia_smi_text, lambda r: judge_gpu_health(
+        r, GpuHealthParams(), {}, gpu.H100_TWO).status, (
+        Source("h100 2 gpus", gpu.TEXT, True, gpu.TEXT_LINES,
+               (rf"^\s*(?:{gpu.TEXT_LABELS})\s*: (-?[0-9.]+)",)),
+        *faulty("gpu/h100-2gpu-filtered-d-performance-truncated.txt"))),
+    Subject("nvlink", parse_nvlink_status, lambda r: judge_nvlink(
+        r, NvLinkParams(), {}, gpu.HW).status, (
+        Source("h100 18 links", gpu.NVL, True, r"^\s*(?:GPU|Link) ",
+               (r"Link [0-9]+: ([0-9.]+) GB/s",)),
+        *faulty(*(f"topology/nvlink-{n}.txt" for n in (
+            "7gpus-listed", "gpu2-link3-slow", "gpu5-link7-inactive",
+            "gpu6-all-links-inactive"))))),
+    Subject("topo", parse_topo_matrix, lambda r: judge_affinity(
+        r, AffinityParams(), {}, gpu.HW).status, (
+        Source("8 gpus 8 nics", gpu.TOPO, True, r"^(?:GPU|NIC)[0-9]+\t", (r"NV([0-9]+)",)),
+        *faulty(*(f"topology/topo-{n}.txt" for n in (
+            "7gpus-gpu7-missing", "gpu1-nic-node", "gpu3-nic-sys", "missing-nvlink-pair"))))),
+    Subject("dcgm", parse_dcgm_diag, lambda r: judge_dcgm(
+        r, DcgmDiagParams(), {}, gpu.HW).status, (
+        Source("r2 pass", gpu.DCGM, True, ANY_LINE, (r'"entity_id": ([0-9]+)',)),
+        *faulty(*(f"topology/dcgm-diag-{n}" for n in (
+            "r1-all-skip.json", "r2-memory-fail.json", "r2-pcie-warn.json",
+            "r2-v3.3-text-gpu3-memory-fail.txt", "r2-v4-text-gpu3-memory-fail.txt"))))),
+    Subject("mpi allreduce", parse_mpi_allreduce, lambda r: judge_allreduce(
+        r, mpi.PARAMS, mpi.T, mpi.HW, nodes=mpi.NODES).status, (
+        Source("2 nodes", mpi.HEALTHY, True, ANY_LINE, (r'": (-?[0-9.]+)',)),
+        *faulty("mpi/allreduce-2nodes-wrong-elements.txt",
+                "mpi/allreduce-no-rank-started.txt"))),
+    Subject("nccl-tests", parse_nccl_tests, lambda r: judge_nccl(
+        r, NcclParams(), nccl.NODE_T, nccl.HW).status, (
+        Source("8 h100 text", nccl.HEALTHY, True, nccl.ROW.pattern,
+               (r"^\s*[0-9]+\s+[0-9]+\s+\w+\s+\w+\s+-?[0-9]+\s+([0-9.]+)",)),
+        Source("8 h100 json", nccl.JSON, True, ANY_LINE,
+               (r'"(?:time|alg_bw|bus_bw|size|count)": (-?[0-9.]+)',)),
+        *faulty(*(f"nccl/{n}.txt" for n in (
+            "allreduce-8xh100-nvlink-gpu3-slow", "allreduce-8xh100-wrong-elements",
+            "allreduce-8xh100-init-failed-no-rows", "allreduce-8xh100-truncated-mid-row",
+            "allreduce-mpirun-not-enough-slots", "allreduce-8xv100-v1-res-out-of-bounds-failed",
+            "allreduce-2node-srun-task-exited-mid-table")))), _nccl),
+    Subject("nccl rails", parse_fabric, lambda r: judge_fabric(
+        r, nccl.RAILS, nccl.FABRIC.thresholds, nccl.HW).status, (
+        Source("8 rails", nccl.PER_RAIL, True, rf"^###|{nccl.ROW.pattern}",
+               (r"^\s*[0-9]+\s+([0-9]+)",)),
+        Source("one rail at hdr", nccl.PER_RAIL.replace(
+            nccl.RAIL.rstrip(), read("nccl/allreduce-2node-rail-at-hdr-degraded.txt").rstrip(),
+            1), False)), _no_lines),
+    Subject("pairwise", parse_pairwise, lambda r: _nodes(judge_nodes(
+        r, pairwise.PARAMS, {}, pairwise.HW, pairwise.NODES, "evidence/x.out")), (
+        Source("4 nodes", pairwise.RUN, True, r"^(?:### |1:\s+[0-9]+\s+[0-9])",
+               (r"^1:\s+65536\s+[0-9]+\s+([0-9.]+)",)),
+        *(Source(n, pairwise.pairwise_output(pairwise.perftest(n)), False) for n in (
+            "ib_write_bw-ndr-port-at-hdr-degraded.txt", "ib_write_bw-client-couldnt-connect.txt",
+            "ib_write_bw-sweep-truncated.txt"))), _pairwise),
+    Subject("ibstat", parse_ibstat, lambda r: judge_ports(r, PortsParams(), {}, ports.DGX).status, (
+        Source("8 ndr", ports.IBSTAT, True, ANY_LINE,
+               (r"(?:Rate|Base lid|SM lid|Number of ports): ([0-9]+)",)),
+        *faulty(*(f"infiniband/ibstat-{n}.txt" for n in (
+            "empty-no-hca", "hdr-instead-of-ndr", "initializing-no-sm-mlx5_10",
+            "port-down-mlx5_3"))))),
+    Subject("dcb", parse_dcb_sections, lambda r: judge_lossless(
+        r, LosslessParams(interfaces=["eth2"]), {}).status, (
+        Source("pfc and app", ports.DCB, True, ANY_LINE, (r"(?:rc=|\[)([0-9]+)",)),
+        *(Source(n, ports.DCB.replace(read(f"infiniband/{good}").strip(),
+                                      read(f"infiniband/{n}").strip()), False)
+          for n, good in (("dcb-pfc-disabled.json", "dcb-pfc-prio3-only.json"),
+                          ("dcb-pfc-prio3-and-4.json", "dcb-pfc-prio3-only.json"),
+                          ("dcb-app-no-dscp-pcp-trust.json", "dcb-app-dscp26-to-prio3.json"))))),
+    Subject("bonding", parse_bonding, lambda r: judge_bonding(
+        r, ports.BONDS, {}, ports.DGX).status, (
+        Source("lacp and active-backup", ports.BONDING, True,
+               r"^\s*(?:Bonding Mode|MII Status|Slave Interface|Aggregator ID|"
+               r"Partner Mac Address|system mac address|Currently Active Slave):",
+               (r"(?:Aggregator ID|Link Failure Count|Speed): ([0-9]+)",)),
+        *faulty(*(f"redundancy/bonding-{n}.txt" for n in (
+            "active-backup-member-down", "lacp-member-down", "lacp-no-partner",
+            "wrong-mode-round-robin", "no-link-monitoring", "none"))))),
+    Subject("fio seq read", parse_fio_json, lambda r: judge_seq_read(
+        r, None, storage.READ_BW).status, (  # type: ignore[arg-type]
+        Source("seq read", storage.SEQ, True, storage.FIO_LINES, (storage.FIO_NUMBERS,)),
+        *faulty("fio/seq-read-open-failed-enoent.json", "fio/write-only-no-read-data.json")),
+        _fio_read),
+    Subject("fio rand read", parse_fio_json, lambda r: judge_rand_read(
+        r, None, storage.RAND).status, (  # type: ignore[arg-type]
+        Source("rand read", storage.RANDREAD, True, storage.FIO_LINES, (storage.FIO_NUMBERS,)),
+        *faulty("fio/rand-read-4k-clat-percentiles-off.json",
+                "fio/rand-read-4k-gtod-reduce-no-percentiles.json")), _fio_read),
+    Subject("multipath", parse_multipath_ll, lambda r: judge_multipath(
+        r, MultipathParams(lun_count=2), {}, storage.HW).status, (
+        Source("2 maps 2 paths", storage.MULTIPATH, True,
+               r"dm-[0-9]|[0-9]+:[0-9]+:[0-9]+:[0-9]+ ", (r"(?:prio=|`- )([0-9]+)",)),
+        *faulty(*(f"redundancy/multipath-{n}.txt" for n in (
+            "mpatha-single-path", "mpathb-path-failed-faulty", "no-maps",
+            "mpatha-path-line-duplicated", "wwid-with-spaces-path-failed-faulty"))))),
+    Subject("identity", parse_identity, lambda r: judge_identity(
+        r, IdentityParams(), {}).status, (
+        Source("server with dmi", node.IDENTITY, True, r"=", ()),
+        *faulty("identity/vm-without-dmi.txt"))),
+    Subject("conformance", parse_conformance, lambda r: judge_conformance(
+        r, node.GPU_NODE, {}).status, (
+        Source("gpu node", node.CONFORMANCE, True, r"=", (r"acs_enabled_bridges=([0-9]+)",)),
+        *faulty("conformance/gpu-node-fabricmanager-failed-acs-on.txt",
+                "conformance/demo-container-chrony-inactive.txt"))),
+    Subject("nic pcie", parse_nic_pcie, lambda r: judge_nic_pcie(
+        r, NicPcieParams(), {}, H100).status, (
+        Source("dgx h100 12 ports",
+               read("topology/nic-pcie-dgx-h100-12-ports-gen5-x16-healthy.txt"), True, r"=",
+               (r"=([0-9]+(?:\.[0-9]+)?)$",)),
+        *faulty("topology/nic-pcie-mlx5-4-x8-downtrained.txt"))),
+    Subject("ibv_devinfo", parse_ibv_devinfo, None, (
+        Source("ndr mlx5_3 down", ports.DEVINFO, True),)),
+    Subject("iblinkinfo", parse_iblinkinfo_ports, None, tuple(
+        Source(p.name, read(f"fabric/iblinkinfo-l/{p.name}"), True)
+        for p in sorted((FIX / "fabric" / "iblinkinfo-l").glob("*.txt")))),
+    Subject("ibnetdiscover", parse_ibnetdiscover_ports, None, tuple(
+        Source(p.name, read(f"fabric/ibnetdiscover-p/{p.name}"), True)
+        for p in sorted((FIX / "fabric" / "ibnetdiscover-p").glob("*.txt")))),
+    Subject("ibcounters", parse_ibcounters, None, tuple(
+        Source(p.name, read(f"fabric_counters/{p.name}"), True)
+        for p in sorted((FIX / "fabric_counters").glob("errors-*.txt"))
+        if p.name != "errors-no-sm.txt")),  # ibqueryerrors' failure: a ParseError as it is
+    Subject("sminfo", parse_sminfo, None, tuple(
+        Source(p.name, read(f"fabric_counters/{p.name}"), True)
+        for p in sorted((FIX / "fabric_counters").glob("sm-*.txt")))),
+)
+
+
+def judged(subject: Subject, text: str) -> tuple[Status, Any]:
+    """The status of ``text`` and its record (None after a ParseError, which is ``error``);
+    any other exception propagates."""
+    try:
+        record = subject.parse(text)
+    except ParseError:
+        return Status.ERROR, None
+    return (subject.judge(record) if subject.judge else Status.ERROR), record
+
+
+@functools.cache
+def _reads(subject: str, source: str) -> Any:
+    s = next(x for x in SUBJECTS if x.name == subject)
+    record = s.parse(next(x for x in s.sources if x.name == source).text)
+    return s.reads(record) if s.reads else record
+
+
+def problem(subject: Subject, source: Source, mutant: str) -> str | None:
+    """None when ``mutant`` of ``source`` is judged as it must be, else what is wrong."""
+    status, record = judged(subject, mutant)
+    if status is not Status.PASS:
+        return None
+    if not source.healthy:
+        return f"{subject.name}: a mutant of the faulty {source.name} passed"
+    if (subject.reads(record) if subject.reads else record) == _reads(subject.name, source.name):
+        return None  # nothing the judge reads changed
+    return f"{subject.name}: a mutant of {source.name} that changed what the judge reads passed"
+
+
+def sources() -> list[tuple[Subject, Source]]:
+    return [(s, src) for s in SUBJECTS for src in s.sources]
+
+
+__all__ = ["SUBJECTS", "Source", "Subject", "judged", "problem", "sources"]
