@@ -306,7 +306,7 @@ def _scan(text: str, tool: str) -> _Scan:
 def _int(field: str | None) -> int | None:
     m = re.match(r"[0-9]+", field or "")
     if m and len(m.group(0)) > 10:  # perftest prints these as C ints
-        raise ParseError(f"perftest header: value {field[:40]!r}... has {len(m.group(0)):,} "
+        raise ParseError(f"perftest header: value {m.group(0)[:40]!r}... has {len(m.group(0)):,} "
                          "digits, more than any C int perftest prints (damaged output?)")
     return int(m.group(0)) if m else None
 
