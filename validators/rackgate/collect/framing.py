@@ -179,17 +179,18 @@ def _record(doc: Mapping[str, Any]) -> Record | str:
 
 
 def lines_of(source: str | IO[str]) -> Iterator[str]:
-    """The lines of a text or an open file, without their line ends; a line longer than
-    :data:`MAX_LINE` (no frame is) comes as its first characters only, its rest skipped
-    unread into memory."""
+    """The lines of a text or of a file opened with ``newline="\\n"``, without their line
+    ends; a line longer than :data:`MAX_LINE` (no frame is) is skipped, read a piece at a
+    time, never whole into memory."""
     if isinstance(source, str):
-        yield from source.splitlines()
+        yield from (line.rstrip("\r") for line in source.split("\n") if len(line) < MAX_LINE)
         return
     while line := source.readline(MAX_LINE):
-        if not line.endswith("\n"):
-            while (rest := source.readline(MAX_LINE)) and not rest.endswith("\n"):
-                pass
-        yield line.rstrip("\r\n")
+        if line.endswith("\n") or len(line) < MAX_LINE:  # a whole line, or the last
+            yield line.rstrip("\r\n")
+            continue
+        while (rest := source.readline(MAX_LINE)) and not rest.endswith("\n"):
+            pass
 
 
 def take(out: Decoded, items: Iterable[tuple[str, str, dict[str, Any] | None, str]],
