@@ -8,7 +8,8 @@ readiness guard asking the stand-in sinfo, the stand-in srun running the real no
 collector once per node (at most ``--parallel`` at a time: every "node" is this machine)
 with SLURM's task variables and ``--label``, the job's output written to a file in a
 private directory, fetched by Ansible, decoded and bound task by task, and every record
-written to the evidence store (fsync'd, as ``validate`` does). Each check is
+written to the evidence store (fsync'd, as ``validate`` does; ``--no-sync`` to see the
+disk's share). Each check is
 ``echo NODE CHECK`` without a node lock, so what is measured is the collection, not the
 checks: 20,000 commands under ``timeout``, 1,000 collectors, and rackgate's own work.
 
@@ -55,7 +56,7 @@ def cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def one_run(nodes: int, checks: int, parallel: int) -> dict[str, Any]:
+def one_run(nodes: int, checks: int, parallel: int, sync: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rg-slurm-stub-") as tmp:
         work = Path(tmp)
         os.environ["PATH"] = on_path(install(work / "slurm", parallel=parallel))
@@ -65,7 +66,7 @@ def one_run(nodes: int, checks: int, parallel: int) -> dict[str, Any]:
         names = [f"n{i:05d}" for i in range(nodes)]
         tasks = [Task(n, f"c{k:02d}", ("echo", f"{n} c{k:02d}"), 60, lock_file=None)
                  for n in names for k in range(checks)]
-        store = EvidenceStore(new_run_dir(work / "runs", "bench"))
+        store = EvidenceStore(new_run_dir(work / "runs", "bench"), sync=sync)
         spent: list[float] = []
         sizes: list[int] = []
         fetched = record.Recorder.fetched
@@ -88,7 +89,8 @@ def one_run(nodes: int, checks: int, parallel: int) -> dict[str, Any]:
         wall, cpu = time.perf_counter() - t0, cpu_s() - c0
         done = sum(1 for t in tasks
                    if store.read(t.host, t.check)[0].outcome == "completed")
-        return {"nodes": nodes, "checks": checks, "parallel": parallel, "status": status,
+        return {"nodes": nodes, "checks": checks, "parallel": parallel, "sync": sync,
+                "status": status,
                 "wall_s": round(wall, 1), "record_s": round(sum(spent), 1),
                 "cpu_s": round(cpu, 1), "output_mb": round(sum(sizes) / 1e6, 2),
                 "completed": done, "records": len(tasks),
@@ -102,12 +104,14 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=16, help="tasks the stand-in srun runs "
                     "at once (every node is this machine)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-sync", action="store_true", help="the evidence store without "
+                    "fsync (what the disk costs, apart)")
     ap.add_argument("--json", type=Path, help="append one line per run")
     args = ap.parse_args()
     os.environ.setdefault("ANSIBLE_CONFIG", str(ROOT / "ansible.cfg"))
     rows = []
     for _ in range(args.runs):
-        row = one_run(args.nodes, args.checks, args.parallel)
+        row = one_run(args.nodes, args.checks, args.parallel, not args.no_sync)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.json:

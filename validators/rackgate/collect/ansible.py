@@ -18,6 +18,11 @@ What the collector guarantees, and how:
   private 0700 directory; Ansible writes the value there (``no_log``, mode 0600) and
   removes it after the host's commands, and the directory goes when collection ends (after
   a SIGKILL: at ``--resume``, or at the next collection on this host).
+- **No size limit empties evidence.** ansible-runner empties any event result longer than
+  its ``MAX_EVENT_RES`` (700,000 characters): the node collector's records (and a SLURM
+  collection job's whole output) never travel in a result, but as files fetched from a
+  private directory on their host (``collect.bundle``); a result that was emptied anyway
+  (an item's) is recorded as exactly that (``collect.record``).
 - **One benchmark per node at a time.** Every command on a node (or the launch host) runs
   under the node lock wrapper (``collect.task.LOCK_SCRIPT``); a command that found the
   lock held by another run (rc ``LOCK_BUSY_RC``) is recorded as ``not_run``.
