@@ -91,7 +91,7 @@ def outcomes(bundle: Bundle, where: Path, ran: Ran) -> Iterator[tuple[Task, Reco
             for t in ts:
                 yield t, f"{why}{tail}"
         return
-    with records.open(encoding="ascii", errors="replace", newline="\n") as fh:
+    with records.open(encoding="utf-8", errors="replace", newline="\n") as fh:
         if bundle.job is None:
             got, left_out, problem = decode(fh, expected), {}, ""
         else:

@@ -191,7 +191,7 @@ def main(args: list[str]) -> None:
                          0o600)
         except OSError as exc:
             sys.exit(f"rackgate node collector: cannot create {records}: {exc}")
-        OUT[0] = os.fdopen(fd, "w", encoding="ascii", buffering=1 << 16)
+        OUT[0] = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 16)
     os.chdir("/")
     task = os.environ.get("SLURM_PROCID", "") if not records else ""
     emit(node, "+begin", {"checks": [t[0] for t in tasks], "pid": os.getpid(),
