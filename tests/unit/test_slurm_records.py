@@ -148,3 +148,17 @@ def test_the_guard_writes_its_decision_and_the_jobs_output_to_its_files(
     again = subprocess.run([sys.executable, *argv[1:]], env=env, cwd=tmp_path, text=True,
                            capture_output=True, timeout=60, check=False)
     assert again.returncode == 3 and "cannot create the job's output files" in again.stderr
+
+
+def test_a_record_nested_too_deep_is_damaged_not_a_crash() -> None:
+    """A record (any JSON) nested deeper than Python's parser goes is damaged evidence."""
+    import base64
+    import hashlib
+    import zlib
+
+    payload = base64.b64encode(zlib.compress(b"[" * 100_000 + b"]" * 100_000)).decode()
+    digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
+    lines = [f"RGEV1 a c {i + 1}/{len(payload) // 800 + 1} {digest} {payload[p:p + 800]}"
+             for i, p in enumerate(range(0, len(payload), 800))]
+    got = decode("\n".join(lines), {"a": ["c"]})
+    assert got.damaged[("a", "c")].startswith("unreadable (RecursionError")

@@ -158,8 +158,8 @@ def _unframe(parts: Mapping[int, str], count: int, digest: str
         return None, "its lines do not match its digest"
     try:
         doc = json.loads(zlib.decompress(base64.b64decode(payload, validate=True)))
-    except (binascii.Error, zlib.error, ValueError) as exc:
-        return None, f"unreadable ({exc})"
+    except (binascii.Error, zlib.error, ValueError, RecursionError) as exc:
+        return None, f"unreadable ({type(exc).__name__}: {str(exc)[:200]})"
     if not isinstance(doc, dict):
         return None, "not a JSON object"
     return doc, ""

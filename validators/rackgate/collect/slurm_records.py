@@ -70,8 +70,9 @@ def _decision(line: str, expected: Mapping[str, Sequence[str]]
                           f"({line[:120]!r})")
     try:
         doc: Any = json.loads(body)
-    except ValueError as exc:
-        return None, {}, f"the readiness guard's line is unreadable ({exc})"
+    except (ValueError, RecursionError) as exc:
+        return None, {}, (f"the readiness guard's line is unreadable "
+                          f"({type(exc).__name__}: {str(exc)[:200]})")
     ready, left = (doc.get("ready"), doc.get("left_out")) if isinstance(doc, dict) else (0, 0)
     if not isinstance(ready, list) or not all(isinstance(n, str) for n in ready) \
             or not isinstance(left, dict) or not all(isinstance(v, str) for v in left.values()):
