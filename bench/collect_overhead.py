@@ -390,32 +390,36 @@ def measure(args: argparse.Namespace) -> None:
 
 def decode_cost(args: argparse.Namespace) -> None:
     """The control host's share that grows with N on a real cluster: decoding one SLURM
-    job's output (``collect.framing.decode``) of N nodes x C checks, each record with
+    job's output (``collect.slurm_records.decode_job``: the readiness guard's line, then
+    every task's lines behind srun's label) of N nodes x C checks, each record with
     ``--stdout-bytes`` of output (JSON text), framed by the node collector's own ``frame``.
     Times decode alone, median of ``--repeat``."""
     import random
 
-    from rackgate.collect.framing import decode
+    from rackgate.collect.slurm_records import decode_job
     from rackgate.programs.probes.node_collector import frame
 
     rng = random.Random(19)
     checks = [f"bench.check_{j:02d}" for j in range(args.checks)]
     stdout = json.dumps({"values": [rng.random() for _ in range(args.stdout_bytes // 20)]})
+    nodes = [f"node{i:05d}" for i in range(1, args.nodes + 1)]
     lines: list[str] = []
-    for i in range(1, args.nodes + 1):
-        node = f"node{i:05d}"
+    for task, node in enumerate(nodes):
+        mine = frame(node, "+begin", {"checks": checks, "pid": 1, "task": task})
         for c in checks:
-            lines += frame(node, c, {"argv": ["sleep", "1"], "rc": 0,
-                                     "start": "2026-12-02 12:00:00.000000",
-                                     "end": "2026-12-02 12:00:01.000000",
-                                     "stdout": stdout, "stderr": ""})
+            mine += frame(node, c, {"argv": ["sleep", "1"], "rc": 0,
+                                    "start": "2026-12-02 12:00:00.000000",
+                                    "end": "2026-12-02 12:00:01.000000",
+                                    "stdout": stdout, "stderr": ""})
+        lines += [f"{task:>{len(str(args.nodes - 1))}}: {line}" for line in mine]
     rng.shuffle(lines)  # interleaved, as srun prints the tasks' lines
-    text = "\n".join(lines)
-    expected = {f"node{i:05d}": checks for i in range(1, args.nodes + 1)}
+    head = json.dumps({"ready": nodes, "left_out": {}})
+    text = "\n".join([f"rackgate-slurm-ready {head}", *lines])
+    expected = {node: checks for node in nodes}
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        out = decode(text, expected)
+        out = decode_job(text, expected).decoded
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)
     print(json.dumps({"nodes": args.nodes, "checks": args.checks,

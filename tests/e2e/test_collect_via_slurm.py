@@ -2,7 +2,9 @@
 
 ``rackgate validate --via slurm`` runs every node's own checks as one srun job, launched on
 rg-head (the demo rack's real slurmctld) behind rackgate's readiness guard, each task the
-node collector; ``--via ansible`` runs the same collector once per node over Ansible.
+node collector, srun's labelled output written to a file on rg-head and fetched; ``--via
+ansible`` runs the same collector once per node over Ansible, its records fetched as a
+file too.
 Both runs of the demo profile must give the same verdicts, the same statuses and the
 same evidence files with the same fields. A node SLURM reports drained is not run, with
 SLURM's own state and reason in its evidence, and the other node is still measured.
@@ -91,6 +93,11 @@ def test_via_slurm_gives_the_verdicts_and_evidence_of_via_ansible(provisioned_ra
             (Path(a["run"]["run_dir"]) / ident).read_text()
     manifest = json.loads((Path(s["run"]["run_dir"]) / "manifest.json").read_text())
     assert manifest["revisions"][0]["via"] == "slurm"
+    # the records came back as files (issue 28): their private directories are gone
+    for host in ("rg-head", *NODES):
+        left = run("podman", "exec", host, "sh", "-c",
+                   "ls -d /tmp/rackgate-records-* 2>/dev/null; true").stdout
+        assert left.strip() == "", f"{host} keeps {left}"
 
 
 def test_a_node_slurm_reports_drained_is_not_run_with_slurms_reason(provisioned_rack):

@@ -18,6 +18,11 @@ What the collector guarantees, and how:
   private 0700 directory; Ansible writes the value there (``no_log``, mode 0600) and
   removes it after the host's commands, and the directory goes when collection ends (after
   a SIGKILL: at ``--resume``, or at the next collection on this host).
+- **No size limit empties evidence.** ansible-runner empties any event result longer than
+  its ``MAX_EVENT_RES`` (700,000 characters): the node collector's records (and a SLURM
+  collection job's whole output) never travel in a result, but as files fetched from a
+  private directory on their host (``collect.bundle``); a result that was emptied anyway
+  (an item's) is recorded as exactly that (``collect.record``).
 - **One benchmark per node at a time.** Every command on a node (or the launch host) runs
   under the node lock wrapper (``collect.task.LOCK_SCRIPT``); a command that found the
   lock held by another run (rc ``LOCK_BUSY_RC``) is recorded as ``not_run``.
@@ -143,9 +148,9 @@ def default_forks(hosts: int, mib: int | None = None) -> int:
 
 def _bound_s(tasks: Sequence[Task], forks: int, bundles: Sequence[Bundle] = ()) -> int:
     """An upper bound for the whole playbook run: each host's commands one after the
-    other (lock wait, timeout, kill-after, a minute of connection and module overhead),
-    hosts ``forks`` at a time."""
-    per_host: dict[str, int] = {b.host: b.bound_s() + 60 for b in bundles}
+    other (lock wait, timeout, kill-after, a minute of connection and module overhead;
+    a bundle's directory, fetch and removal three more), hosts ``forks`` at a time."""
+    per_host: dict[str, int] = {b.host: b.bound_s() + 240 for b in bundles}
     for t in tasks:
         per_host[t.host] = per_host.get(t.host, 0) + t.timeout_s + KILL_AFTER_S + 60 + (
             t.lock_wait_s + 30 if t.lock_file and not t.on_control else 0)
@@ -156,13 +161,15 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
               forks: int, handler: Callable[[dict[str, Any]], bool],
               stop: Callable[[], bool], who: str, attempt: str,
               ran: dict[tuple[str, str], tuple[str, ...]], keep_to: Path | None = None,
-              bundles: Sequence[Bundle] = ()) -> tuple[str, str]:
+              bundles: Sequence[Bundle] = (), fetched_to: dict[str, Path] | None = None
+              ) -> tuple[str, str]:
     """Run the collect playbook over ``tasks`` (each an Ansible item, under the node lock
     as attempt ``attempt``: :func:`collect.task.attempt_token`) and ``bundles`` (one
     command each, their members wrapped as the same attempt): (ansible-runner's status,
     the end of Ansible's output). ``ran`` receives the argv handed to Ansible per (host,
-    check) of ``tasks``; ansible-runner's artifacts are copied to ``keep_to`` when given
-    (:func:`copy_artifacts`)."""
+    check) of ``tasks``, ``fetched_to`` the directory each bundle's files are fetched to
+    (in the private directory: gone after the run); ansible-runner's artifacts are copied
+    to ``keep_to`` when given (:func:`copy_artifacts`)."""
     import ansible_runner  # heavy import, kept out of judging and reporting
 
     token = run_token(run_dir)
@@ -184,8 +191,14 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
             ran[(t.host, t.check)] = argv
             per_host.setdefault(t.host, []).append(item)
         vars_file = pdd / "rackgate-tasks.yml"
+        fetch = {b.host: pdd / "fetched" / str(n) for n, b in enumerate(bundles)}
+        (pdd / "fetched").mkdir(mode=0o700)
+        if fetched_to is not None:
+            fetched_to.update(fetch)
         extra = {"rackgate_tasks": per_host, "rackgate_secret_tmp": str(secrets / "tmp"),
-                 "rackgate_bundles": {b.host: {"argv": list(b.argv), "stdin": b.stdin}
+                 "rackgate_bundles": {b.host: {"argv": list(b.argv), "stdin": b.stdin,
+                                               "files": list(b.files),
+                                               "fetch_to": str(fetch[b.host])}
                                       for b in bundles}}
         vars_file.write_text(yaml.dump(_unsafe(extra), Dumper=_Dumper, allow_unicode=True,
                                        width=1 << 20), encoding="utf-8")
@@ -313,7 +326,7 @@ def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStor
     status, tail = _playbook(items, inventory, run_dir, forks=forks, handler=recorder.handle,
                              stop=stop, who=who, attempt=attempt, ran=recorder.ran,
                              keep_to=run_dir / "ansible-artifacts" if keep_artifacts else None,
-                             bundles=list(bundles.values()))
+                             bundles=list(bundles.values()), fetched_to=recorder.fetched_to)
     if stop():
         return "canceled"
     bound = _bound_s(items, forks, list(bundles.values()))

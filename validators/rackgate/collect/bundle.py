@@ -12,6 +12,14 @@ and returns their evidence records (``collect.framing``):
   SLURM's tree fan-out starts it on every node. The readiness guard
   (``programs/probes/slurm_ready.py --some``) leaves out the nodes SLURM reports not idle,
   naming SLURM's state and reason, which become those nodes' ``not_run`` evidence.
+  ``srun --label`` puts each task's number in front of every line it prints, so each
+  line is bound to the task (and the node) it came from (``collect.slurm_records``).
+
+Either way the records never pass through an Ansible result (ansible-runner empties any
+result above its ``MAX_EVENT_RES``): the bundle's command runs in a private directory on
+its host (made by Ansible's ``tempfile``) and writes them to :data:`RECORDS` there (the
+collector itself, or the guard and srun, with srun's stderr in :data:`ERRORS`); Ansible
+fetches the bundle's ``files`` to the control host and removes the directory.
 
 Commands on the control host (BMC queries) and commands that read a credential stay
 single Ansible items (``collect.ansible``).
@@ -29,19 +37,23 @@ from rackgate.collect.task import KILL_AFTER_S, Task, wrapped
 
 QUEUE_WAIT_S = 60  # srun --immediate: the nodes were idle a moment ago
 JOB_PREFIX = "rackgate-collect-"
+RECORDS = "rackgate-records"  # the framed records, in the bundle's private directory
+ERRORS = "rackgate-stderr"  # a SLURM job's stderr (srun's and the tasks'), beside them
 
 
 @dataclass(frozen=True)
 class Bundle:
     """One command (``argv`` with ``stdin``) on ``host`` that runs ``members``; ``job``:
     the SLURM job's name when it is one job across the nodes (its members are on other
-    hosts than ``host``, the launch host), else None."""
+    hosts than ``host``, the launch host), else None; ``files``: what it writes in its
+    directory, fetched to the control host."""
 
     host: str
     members: tuple[Task, ...]
     argv: tuple[str, ...]
     stdin: str
     job: str | None = None
+    files: tuple[str, ...] = (RECORDS,)
 
     def nodes(self) -> dict[str, list[Task]]:
         """The members per node, in the order they run."""
@@ -91,7 +103,7 @@ def on_host(host: str, tasks: Sequence[Task], attempt: str, who: str
     """The collector on ``host`` for its ``tasks`` (their node lock wrappers carry
     ``attempt``: :func:`collect.task.attempt_token`), and the argv each member really runs."""
     stdin, ran = _input(tasks, attempt, who)
-    return Bundle(host, tuple(tasks), tuple(collector_argv(host)), stdin), ran
+    return Bundle(host, tuple(tasks), tuple(collector_argv(host, RECORDS)), stdin), ran
 
 
 def job_name(token: str) -> str:
@@ -106,9 +118,10 @@ def slurm_job(launch_host: str, tasks: Sequence[Task], attempt: str, who: str
     behind the readiness guard; and the argv each member really runs.
 
     >>> b, _ = slurm_job("head", [Task("n1", "c", ("true",), 5)], "0123456789abcdef", "me")
-    >>> b.argv[3:5], b.argv[7:10], b.job
-    (('--some', 'n1'), ('--job-name=rackgate-collect-0123456789ab', '--nodes=@READY', \
-'--nodelist=@READY'), 'rackgate-collect-0123456789ab')
+    >>> b.argv[3:7], b.argv[9:13], b.job
+    (('--some', '--records=rackgate-records', '--stderr=rackgate-stderr', 'n1'), \
+('--job-name=rackgate-collect-0123456789ab', '--nodes=@READY', '--nodelist=@READY', \
+'--label'), 'rackgate-collect-0123456789ab')
     """
     nodes = sorted({t.host for t in tasks})
     for node in nodes:
@@ -116,9 +129,10 @@ def slurm_job(launch_host: str, tasks: Sequence[Task], attempt: str, who: str
             raise LaunchError(f"launch: node name {node!r} is not a plain host name")
     stdin, ran = _input(tasks, attempt, who)
     name = job_name(attempt)
-    srun = ["srun", f"--job-name={name}", "--nodes=@READY", "--nodelist=@READY",
+    srun = ["srun", f"--job-name={name}", "--nodes=@READY", "--nodelist=@READY", "--label",
             "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--no-kill", "--wait=0",
-            "--input=all", f"--time={math.ceil((slowest_s(tasks) + QUEUE_WAIT_S) / 60) + 1}",
+            "--input=all", "--chdir=/",
+            f"--time={math.ceil((slowest_s(tasks) + QUEUE_WAIT_S) / 60) + 1}",
             f"--immediate={QUEUE_WAIT_S}", *collector_argv()]
-    return Bundle(launch_host, tuple(tasks), tuple(when_slurm_ready(nodes, srun, some=True)),
-                  stdin, name), ran
+    argv = when_slurm_ready(nodes, srun, some=True, files=(RECORDS, ERRORS))
+    return Bundle(launch_host, tuple(tasks), tuple(argv), stdin, name, (RECORDS, ERRORS)), ran

@@ -209,10 +209,13 @@ def srun_argv(launch: Launch, job_name: str) -> list[str]:
     return argv + list(launch.program)
 
 
-def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str], some: bool = False) -> list[str]:
+def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str], some: bool = False,
+                     files: tuple[str, str] | None = None) -> list[str]:
     """``argv`` (srun, or a script of srun jobs) run by the readiness guard, which execs it
     only when SLURM reports every node of ``nodes`` idle; with ``some``, on the idle ones
-    (its ``@READY`` words name them) when there is one, naming the others.
+    (its ``@READY`` words name them) when there is one, naming the others. With ``files``
+    (records, stderr: relative to the command's directory), the guard's decision and
+    srun's output go to those files instead of standard output and error.
 
     >>> guarded = when_slurm_ready(("n1", "n2"), ["srun", "hostname"])
     >>> guarded[:2], guarded[3:]
@@ -223,7 +226,8 @@ def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str], some: bool = Fal
             raise LaunchError(f"launch: node name {node!r} is not a plain host name")
     if not nodes or not argv:
         raise LaunchError("launch: the readiness guard needs nodes and a command")
-    return ["python3", "-c", source("slurm_ready"), *(["--some"] if some else []),
+    into = [f"--records={files[0]}", f"--stderr={files[1]}"] if files else []
+    return ["python3", "-c", source("slurm_ready"), *(["--some"] if some else []), *into,
             ",".join(nodes), "--", *argv]
 
 

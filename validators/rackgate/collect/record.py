@@ -1,21 +1,30 @@
 """Turning ansible-runner's events into evidence: one record per (host, check), whether
 the command ran as an Ansible item or through the node collector (``collect.bundle``).
 
+A bundle's records come in the files Ansible fetched from its host
+(``collect.bundle_records``), read when the fetch task's event arrives; its command's
+own result only gives its rc and stderr.
+
 Whatever did not come back is recorded too, never left out: a host Ansible could not
 reach (``unreachable``), a module that could not run, a node whose collector never
-started (SLURM's reason when the readiness guard left it out), ended early, or returned a
-damaged record (``not_run``, naming what happened): each is judged ``error``.
+started (SLURM's reason when the readiness guard left it out), ended early, returned a
+damaged record or one its output was not entitled to carry, and a result that
+ansible-runner emptied because it was longer than its ``MAX_EVENT_RES`` (``not_run``,
+naming what happened): each is judged ``error``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from rackgate.collect.bundle import Bundle
-from rackgate.collect.framing import Record, decode
+from rackgate.collect.bundle import Bundle, bundled
+from rackgate.collect.bundle_records import Ran, emptied_note, outcomes
+from rackgate.collect.framing import Record
 from rackgate.collect.task import (
     KILLED_RC,
     LOCK_BUSY_RC,
@@ -28,8 +37,11 @@ from rackgate.model import last_words
 from rackgate.store.evidence import EvidenceStore
 
 ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
+# The task names of playbooks/collect.yml that the recorder reads the events of
+ITEM_TASK = "Run acceptance commands"
+DIR_TASK = "Make the private directory of this host's evidence records"
 BUNDLE_TASK = "Run this host's node commands through rackgate's node collector"
-_NOT_READY = re.compile(r"^rackgate-slurm-ready: not run on (\S+): (.*)$", re.M)
+FETCH_TASK = "Fetch this host's evidence records"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
@@ -91,6 +103,15 @@ class Recorder:
         self.ran = ran  # what was handed to Ansible (or the collector), per (host, check)
         self.keep = keep  # ansible-runner keeps the events on disk (--keep-artifacts)
         self.bundles = dict(bundles or {})
+        # where Ansible fetches each bundle's files (the playbook run fills it in)
+        self.fetched_to: dict[str, Path] = {}
+        self.results: dict[str, Ran] = {}  # what each bundle's command returned
+        # each host's items in the order Ansible runs them, and how many have come back
+        self.items: dict[str, list[Task]] = {}
+        for t in tasks:
+            if not bundled(t):
+                self.items.setdefault(t.host, []).append(t)
+        self.items_seen: dict[str, int] = {}
 
     def record(self, task: Task, stdout: str, argv: Sequence[str] | None = None,
                **fields: Any) -> None:
@@ -101,6 +122,13 @@ class Recorder:
         self.progress(task.host, task.check, fields["outcome"])
 
     def item(self, host: str, res: dict[str, Any]) -> None:
+        seen = self.items_seen[host] = self.items_seen.get(host, 0) + 1
+        if not res:  # emptied: the loop runs a host's items in order, one event each
+            mine = self.items.get(host, [])
+            if seen <= len(mine):
+                self.failed(mine[seen - 1], "not_run", f"{emptied_note(ITEM_TASK, host)}: "
+                            f"its output is lost")
+            return
         item = res.get("item") or {}
         task = self.pending.get((host, str(item.get("check"))))
         if task is None:
@@ -128,40 +156,30 @@ class Recorder:
                     stderr=rec.stderr[-20000:], message=said or "")
 
     def bundle(self, host: str, res: dict[str, Any]) -> None:
-        """The node collector's (or the SLURM job's) output: each member's record, or why
-        there is none."""
-        bundle = self.bundles.get(host)
-        if bundle is None:
-            return
+        """The bundle's command ended: keep its rc and stderr for :meth:`fetched` (its
+        records come in files), or record why it could not run."""
         if "module_stderr" in res or "module_stdout" in res:  # no module ran (failed_when
             self.bundle_failed(host, res)                      # false makes it "ok")
             return
-        nodes = bundle.nodes()
-        stdout, stderr = str(res.get("stdout", "")), plain(str(res.get("stderr", "")))
-        got = decode(stdout, {n: [t.check for t in ts] for n, ts in nodes.items()})
-        left_out = dict(_NOT_READY.findall(stderr))
-        what = f"the SLURM job {bundle.job} on {host}" if bundle.job else \
-            f"rackgate's node collector on {host}"
-        tail = last_words(stderr or ansible_error(res), 300)
-        for node, members in nodes.items():
-            for t in members:
-                key = (node, t.check)
-                if key in got.records:
-                    self.collected(t, got.records[key])
-                    continue
-                if key in got.damaged:
-                    why = f"its evidence record from {what} is damaged: {got.damaged[key]}"
-                elif node in left_out:
-                    why = f"SLURM did not run it: {node} is {left_out[node]}"
-                elif node not in got.begun:
-                    why = (f"{what} never started on {node} (rc {res.get('rc')})"
-                           f"{': ' + tail if tail else ''}")
-                else:
-                    early = got.ended.get(node)
-                    why = (f"{what} on {node} ended before this check"
-                           f"{' (' + early + ')' if early else ''} (rc {res.get('rc')})"
-                           f"{': ' + tail if tail else ''}")
-                self.failed(t, "not_run", why)
+        rc = res.get("rc")
+        self.results[host] = Ran(note=emptied_note(BUNDLE_TASK, host)) if not res else \
+            Ran(rc if type(rc) is int else None, plain(str(res.get("stderr") or "")))
+
+    def fetched(self, host: str, failed: dict[str, Any] | None = None) -> None:
+        """The bundle's files have been fetched (or could not be: ``failed``, Ansible's
+        result): each member's record, or why there is none."""
+        bundle, where = self.bundles.get(host), self.fetched_to.get(host)
+        if bundle is None or where is None:
+            return
+        ran = self.results.get(host, Ran(note="no result came back for its command"))
+        if failed is not None:
+            ran = replace(ran, stderr=f"{ran.stderr}\nfetching its files failed: "
+                                      f"{ansible_error(failed, 'no reason given')}")
+        for task, got in outcomes(bundle, where, ran):
+            if isinstance(got, Record):
+                self.collected(task, got)
+            else:
+                self.failed(task, "not_run", got)
 
     def bundle_failed(self, host: str, res: dict[str, Any]) -> None:
         """Ansible could not run the collector's command on ``host`` (its module failed:
@@ -199,11 +217,15 @@ class Recorder:
         data = event.get("event_data", {})
         host = data.get("host", "")
         res = data.get("res", {}) or {}
+        task = data.get("task")
         if kind in ("runner_item_on_ok", "runner_item_on_failed"):
-            self.item(host, res)
-        elif kind == "runner_on_ok" and data.get("task") == BUNDLE_TASK:
+            if task == ITEM_TASK:
+                self.item(host, res)
+        elif kind == "runner_on_ok" and task == BUNDLE_TASK:
             self.bundle(host, res)
-        elif kind == "runner_on_failed" and data.get("task") == BUNDLE_TASK:
+        elif kind in ("runner_on_ok", "runner_on_failed") and task == FETCH_TASK:
+            self.fetched(host, res if kind == "runner_on_failed" else None)
+        elif kind == "runner_on_failed" and task in (BUNDLE_TASK, DIR_TASK):
             self.bundle_failed(host, res)
         elif kind == "runner_on_unreachable":
             self.host_failed(host, "unreachable", ansible_error(res, "host unreachable"))

@@ -1,13 +1,23 @@
 """rackgate's node-side collector, sent to the node as text (``python3 -c``).
 
-Usage: python3 -c <this text> [NODE]    (the tasks, as JSON, on standard input)
+Usage: python3 -c <this text> [--records FILE NODE]   (the tasks on standard input)
 
 Runs this node's acceptance commands one after the other, exactly as the collector
 hands them to Ansible one by one (each already under rackgate's node lock and
-``timeout``), and prints every command's evidence (argv, rc, start, end, stdout, stderr)
-as framed lines on standard output, as soon as the command has ended. The same program
-serves both collection paths: Ansible runs it once per host (NODE given), and SLURM runs
-it as one task per node of one job (NODE is the task's ``SLURMD_NODENAME``).
+``timeout``), and writes every command's evidence (argv, rc, start, end, stdout, stderr)
+as framed lines, as soon as the command has ended. The same program serves both
+collection paths:
+
+- Ansible runs it once per host, with ``--records FILE NODE``: the records go to FILE
+  (created, never an existing file or a link; mode 0600), which Ansible then fetches to
+  the control host. However large the outputs, no Ansible result carries them.
+- SLURM runs it as one task per node of one job (NODE is the task's ``SLURMD_NODENAME``):
+  the records go to standard output, which srun (``--label``) writes to a file on the
+  launch host, every line behind the number of the task that printed it. The ``+begin``
+  record names the task (``SLURM_PROCID``), so the control host binds each task's lines
+  to the node it ran on (``collect.slurm_records``).
+
+Commands run in ``/`` on both paths (the collector changes to it once its output is open).
 
 Input (``rackgate.node-tasks/1``), zlib-compressed JSON in base64 (SLURM sends it whole
 to every node of the job)::
@@ -26,7 +36,9 @@ time, so lines of several nodes interleave whole, never mixed)::
 where NAME is the check (or ``+begin``/``+end``), the record is zlib-compressed JSON in
 base64 cut into N chunks, and DIGEST the first 16 hex digits of the sha256 of the whole
 base64 text. A record missing a chunk, or whose digest or JSON does not match, is damaged
-evidence on the control host (``collect.framing``), never a result.
+evidence on the control host (``collect.framing``), never a result. ``+begin`` holds
+``{"checks": [...], "pid": PID, "task": SLURM_PROCID or null}``, ``+end``
+``{"done": N, "why": "" or why the collector stopped early}``.
 
 ``bound_s`` backs up ``timeout`` (lock wait, timeout, kill-after, a margin): a command
 still running then has its process group killed. The collector stops before the next
@@ -47,7 +59,8 @@ import signal
 import subprocess
 import sys
 import zlib
-from typing import Any, NoReturn
+from collections.abc import Iterator
+from typing import Any, NoReturn, TextIO
 
 MARK = "RGEV1"
 SCHEMA = "rackgate.node-tasks/1"
@@ -56,21 +69,30 @@ KILLED_RC = 137
 SUPERSEDED_RC = 76  # the node lock script: a newer attempt of this run holds the node
 LOCKED = ("sh", "-c")  # a command under the node lock: sh -c SCRIPT rackgate-node-lock ...
 RUNNING: list["subprocess.Popen[bytes]"] = []  # the command now running, for on_term
+OUT: list[TextIO] = [sys.stdout]  # where the records go
+
+
+def frames(node: str, name: str, doc: dict[str, Any]) -> Iterator[str]:
+    """``doc`` as framed lines (see the module's docstring), one at a time."""
+    raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    payload = base64.b64encode(zlib.compress(raw, 6))
+    del raw
+    digest = hashlib.sha256(payload).hexdigest()[:16]
+    count = max(1, -(-len(payload) // CHUNK))
+    for i in range(count):
+        part = payload[i * CHUNK:(i + 1) * CHUNK].decode("ascii")
+        yield f"{MARK} {node} {name} {i + 1}/{count} {digest} {part}"
 
 
 def frame(node: str, name: str, doc: dict[str, Any]) -> list[str]:
-    """``doc`` as framed lines (see the module's docstring)."""
-    raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    payload = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
-    digest = hashlib.sha256(payload.encode("ascii")).hexdigest()[:16]
-    parts = [payload[i:i + CHUNK] for i in range(0, len(payload), CHUNK)] or [""]
-    return [f"{MARK} {node} {name} {i}/{len(parts)} {digest} {part}"
-            for i, part in enumerate(parts, 1)]
+    """``doc`` as framed lines, in a list."""
+    return list(frames(node, name, doc))
 
 
 def emit(node: str, name: str, doc: dict[str, Any]) -> None:
-    sys.stdout.write("".join(line + "\n" for line in frame(node, name, doc)))
-    sys.stdout.flush()
+    for line in frames(node, name, doc):
+        OUT[0].write(line + "\n")
+    OUT[0].flush()
 
 
 def now() -> str:
@@ -148,7 +170,10 @@ def main(args: list[str]) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
     except (OSError, AttributeError):
         pass
-    node = args[0] if args else os.environ.get("SLURMD_NODENAME", "")
+    records = args[1] if args[:1] == ["--records"] and len(args) == 3 else None
+    if args and records is None:
+        sys.exit("rackgate node collector: usage: [--records FILE NODE]")
+    node = args[2] if records else os.environ.get("SLURMD_NODENAME", "")
     if not node:
         sys.exit("rackgate node collector: no node name (argument or SLURMD_NODENAME)")
     try:
@@ -160,7 +185,17 @@ def main(args: list[str]) -> None:
         sys.exit(f"rackgate node collector: node {node} has no tasks in its input")
     except (ValueError, TypeError, AttributeError, IndexError, zlib.error) as exc:
         sys.exit(f"rackgate node collector: unreadable input: {exc}")
-    emit(node, "+begin", {"checks": [t[0] for t in tasks], "pid": os.getpid()})
+    if records:
+        try:
+            fd = os.open(records, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o600)
+        except OSError as exc:
+            sys.exit(f"rackgate node collector: cannot create {records}: {exc}")
+        OUT[0] = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 16)
+    os.chdir("/")
+    task = os.environ.get("SLURM_PROCID", "") if not records else ""
+    emit(node, "+begin", {"checks": [t[0] for t in tasks], "pid": os.getpid(),
+                          "task": int(task) if task.isdigit() else None})
     for done, (check, index, bound_s) in enumerate(tasks):
         if os.getppid() != parent:
             emit(node, "+end", {"done": done, "why": "orphaned: its parent ended"})

@@ -1,6 +1,6 @@
 """rackgate's SLURM readiness guard, sent to the launch host as text (``python3 -c``).
 
-Usage: python3 -c <this text> NODE[,NODE...] -- srun ARG...
+Usage: python3 -c <this text> [--some] [--records=FILE --stderr=FILE] NODE[,NODE...] -- srun ARG...
 
 Asks slurmctld for the state of exactly these nodes (``sinfo --Node``) and starts the srun
 command (exec: its output and exit status are the evidence) only when every one of them is
@@ -16,19 +16,31 @@ stderr, ``rackgate-slurm-ready: not run on NODE: STATE (REASON)``, and the argv 
 ``--nodes=@READY`` and ``--nodelist=@READY`` become the count and list of the ready nodes;
 when no node is ready nothing is queued (exit 3).
 
+With ``--records=FILE --stderr=FILE`` (the collection job: its output must not pass
+through an Ansible result, whose size ansible-runner bounds), both files are created
+(never an existing file or a link; mode 0600), everything this guard and srun write goes
+to them, and the first line of FILE is this guard's decision, before srun starts::
+
+    rackgate-slurm-ready {"ready": [NODE, ...], "left_out": {"NODE": "STATE (REASON)"}}
+
+so the control host knows which nodes SLURM was asked to run whatever the job printed.
+
 Output format of sinfo (``--format=%N|%T|%E``, sinfo(1)): node name, extended state,
 reason; one line per node and partition, so a node in two partitions appears twice.
 Only Python's standard library is used.
 """
 
+import json
 import os
 import subprocess
 import sys
 from typing import NoReturn
 
 READY = "idle"
+HEADER = "rackgate-slurm-ready"  # the records file's first line (--records)
 NOT_READY_RC = 3
 SINFO_TIMEOUT_S = 30
+USAGE = "usage: slurm_ready [--some] [--records=FILE --stderr=FILE] NODE[,NODE...] -- srun ARG..."
 
 
 def node_states(text: str) -> dict[str, tuple[str, str]]:
@@ -69,11 +81,40 @@ def fail(message: str) -> NoReturn:
     sys.exit(NOT_READY_RC)
 
 
+def into_files(records: str, stderr: str) -> None:
+    """Standard output to ``records``, standard error to ``stderr``, both created here."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        out, err = os.open(records, flags, 0o600), os.open(stderr, flags, 0o600)
+    except OSError as exc:
+        fail(f"cannot create the job's output files: {exc}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.close(out)
+    os.close(err)
+
+
+def decision(ready: list[str], bad: dict[str, str]) -> None:
+    """The first line of the records file (see the module's docstring)."""
+    doc = json.dumps({"ready": ready, "left_out": bad}, separators=(",", ":"))
+    print(f"{HEADER} {doc}", flush=True)
+
+
 def main(argv: list[str]) -> None:
     some = argv[:1] == ["--some"]
     argv = argv[1:] if some else argv
+    words = [a.partition("=") for a in argv[:2]]
+    files = [w[2] for w in words] if [w[:2] for w in words] == [
+        ("--records", "="), ("--stderr", "=")] else []
+    if files:
+        if not all(files):
+            fail(USAGE)
+        argv = argv[2:]
+        into_files(*files)
     if len(argv) < 3 or argv[1] != "--" or not argv[0]:
-        fail("usage: slurm_ready [--some] NODE[,NODE...] -- srun ARG...")
+        fail(USAGE)
     nodes = argv[0].split(",")
     query = ["sinfo", "--Node", "--noheader", f"--nodes={argv[0]}", "--format=%N|%T|%E"]
     try:
@@ -91,9 +132,13 @@ def main(argv: list[str]) -> None:
         for node, why in bad.items():
             print(f"rackgate-slurm-ready: not run on {node}: {why}", file=sys.stderr)
         ready = [n for n in nodes if n not in bad]
+        if files:
+            decision(ready, bad)
         if not ready:
             fail("no node is ready, nothing was queued")
         os.execvp(argv[2], on_ready(argv[2:], ready))
+    if files:
+        decision([] if bad else nodes, bad)
     if bad:
         fail("SLURM nodes not ready, nothing was queued: "
              f"{'; '.join(f'{n} {why}' for n, why in bad.items())}")
