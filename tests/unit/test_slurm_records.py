@@ -160,5 +160,6 @@ def test_a_record_nested_too_deep_is_damaged_not_a_crash() -> None:
     digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
     lines = [f"RGEV1 a c {i + 1}/{len(payload) // 800 + 1} {digest} {payload[p:p + 800]}"
              for i, p in enumerate(range(0, len(payload), 800))]
+    got = decode("\n".join(lines), {"a": ["c"]})
     assert got.damaged[("a", "c")].startswith("unreadable (DocumentError: nested more than")
     assert got.damaged[("a", "c")].startswith("unreadable (RecursionError")
