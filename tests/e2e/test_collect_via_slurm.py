@@ -96,7 +96,7 @@ def test_via_slurm_gives_the_verdicts_and_evidence_of_via_ansible(provisioned_ra
     # the records came back as files (issue 28): their private directories are gone
     for host in ("rg-head", *NODES):
         left = run("podman", "exec", host, "sh", "-c",
-                   "ls -d /tmp/rackgate-records-* 2>/dev/null; true").stdout
+                   "ls -d /var/tmp/rackgate-records-* 2>/dev/null; true").stdout
         assert left.strip() == "", f"{host} keeps {left}"
 
 
