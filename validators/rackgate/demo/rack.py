@@ -104,8 +104,23 @@ def build_image() -> str:
 
 
 def _systemd_state(name: str) -> str:
+    """``systemctl is-system-running`` inside the container; "unknown" when it printed
+    nothing (``podman exec`` failed, or systemd's bus is not up yet)."""
     proc = _podman("exec", name, "systemctl", "is-system-running", check=False, timeout=30)
     return proc.stdout.strip() or "unknown"
+
+
+def _boot_diagnosis(name: str) -> str:
+    """What a container that did not boot says: the exec's exit status and error, and the
+    last lines of its console (systemd's own messages), so that a boot timeout names its
+    cause."""
+    proc = _podman("exec", name, "systemctl", "is-system-running", check=False, timeout=30)
+    logs = _podman("logs", "--tail", "8", name, check=False, timeout=30)
+    console = " | ".join(line.strip() for line in (logs.stdout + logs.stderr).splitlines()
+                         if line.strip())
+    return (f"{name}: systemctl is-system-running rc {proc.returncode} "
+            f"{(proc.stdout.strip() or proc.stderr.strip())[-300:]!r}; "
+            f"console: {console[-600:]!r}")
 
 
 def status(inv: Inventory) -> list[NodeState]:
@@ -149,7 +164,13 @@ def _inspect(name: str) -> tuple[str, list[str]] | None:
     return state, sorted(str(h) for h in extra)
 
 
-def up(inv: Inventory, boot_timeout_s: float = 60.0) -> list[NodeState]:
+# systemd boots the demo image in 2-5 s here on a quiet machine; a fresh CI machine under load
+# once saw all three members still "unknown" after 60 s, so the wait allows three minutes and
+# then says why each member is not up.
+BOOT_TIMEOUT_S = 180.0
+
+
+def up(inv: Inventory, boot_timeout_s: float = BOOT_TIMEOUT_S) -> list[NodeState]:
     hosts = demo_hosts(inv)
     if not hosts:
         raise DemoError(f"inventory {', '.join(inv.sources)} has no host with "
@@ -175,14 +196,16 @@ def up(inv: Inventory, boot_timeout_s: float = 60.0) -> list[NodeState]:
         elif found[0] != "running":
             _podman("start", name)
     deadline = time.monotonic() + boot_timeout_s
-    while True:  # bounded: systemd boots in a few seconds; give up at the deadline
+    while True:  # bounded: waits for systemd in every member; gives up at the deadline
         states = container_status(inv)
         if all(s.systemd in ("running", "degraded") for s in states):
             return bmc_status() + states
         if time.monotonic() > deadline:
+            late = [s.name for s in states if s.systemd not in ("running", "degraded")]
             raise DemoError("containers did not finish booting within "
                             f"{boot_timeout_s:.0f} s: "
-                            + ", ".join(f"{s.name}={s.state}/{s.systemd}" for s in states))
+                            + ", ".join(f"{s.name}={s.state}/{s.systemd}" for s in states)
+                            + "\n" + "\n".join(_boot_diagnosis(name) for name in late))
         time.sleep(1)
 
 
