@@ -9,16 +9,19 @@ block with ``Active Aggregator Info`` (``Aggregator ID``, ``Partner Mac Address`
 tab-indented), then one block per slave that starts at ``Slave Interface:`` (``MII
 Status``, ``Speed``, ``Duplex``, ``Link Failure Count``, ``Aggregator ID`` and, on newer
 kernels, ``details partner lacp pdu:`` with the partner's ``system mac address``). Older
-kernels omit the aggregator and partner details: those fields are then None. The kernel
+kernels omit the aggregator and partner details: those fields are then None. A port in no
+aggregator (``Aggregator ID: N/A``) and a bond with none active (``bond <name> has no
+active aggregator``) are findings the record keeps (``parsers.bonding_fields``). The kernel
 never prints ``arp_validate`` there: only ``/sys/class/net/<bond>/bonding/arp_validate``
 (bond_sysfs.c, ``<name> <n>``) does, and ``/sys/class/net/<slave>/bonding_slave/state``
 (bond_sysfs_slave.c) says whether a slave is ``active`` or ``backup``.
 
 A line with a label the driver does not print (a damaged one: a byte-order mark, other
 characters, longer than 64), a value over 4,096 characters, a line without a colon other
-than ``802.3ad info``, an MII status on no list, an interface name the kernel does not
-allow or a MAC address that is not six hex pairs is a ParseError: unknown
-labels of newer kernels are skipped, damaged ones may hide a judged field.
+than ``802.3ad info`` and the bond's "no active aggregator", an MII status on no list, an
+interface name the kernel does not allow or a MAC address that is not six hex pairs is a
+ParseError: unknown labels of newer kernels are skipped, damaged ones may hide a judged
+field.
 
 Files come as ``==> path <==`` sections; a text without such a line is one bond of unknown
 name. The check reads everything twice (:data:`READ_MARK` lines): ``### rackgate-bonding
@@ -35,12 +38,21 @@ collector before issue 14): ``BondingReport.first`` is then None.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, replace
 
 from rackgate.figures import figure
 from rackgate.parsers import ParseError
+from rackgate.parsers.bonding_fields import (
+    aggregator_id,
+    count,
+    ifname,
+    mac,
+    mii,
+    no_active_aggregator,
+    speed,
+    targets,
+)
 from rackgate.parsers.damage import DAMAGE
 
 # "Bonding Mode:" text -> the mode name of bonding.rst / ip-link(8)
@@ -56,17 +68,13 @@ MODES = {
 # bonding.rst arp_validate values, in the order of their numbers (sysfs prints "all 3")
 ARP_VALIDATE = ("none", "active", "backup", "all", "filter", "filter_active", "filter_backup")
 NO_PARTNER = "00:00:00:00:00:00"
-MII_STATES = ("up", "down", "going down", "going back", "unknown")  # bonding.h
 READ_MARK = "### rackgate-bonding"
-U32_MAX = 2**32 - 1  # the kernel's link_failure_count is a u32 (printed with %u)
 _HEADER = re.compile(r"^==> (.*) <==$")
 _KV = re.compile(r"^([^:]*):(.*)$")  # label and value stripped after it (no backtracking)
 # a label bond_procfs.c prints: ASCII words with a letter, at most 64 characters ("ARP IP
 # target/s (n.n.n.n form)", "Aggregator selection policy (ad_select)")
 _LABEL = re.compile(r"(?=[^:]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9 ()/._,+-]{0,63}", re.ASCII)
-_IFNAME = re.compile(r"[^\s/:]{1,15}")
 _MAX_VALUE = 4096  # a line of the seq_file: the longest, the ARP targets, is far shorter
-_MAC = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}", re.ASCII)
 _NS = "ns ipv6 target/s (xx::xx form):"  # its key holds "::", which _KV would split on
 _READ = re.compile(r"read=([12]) uptime_s=([0-9]{1,10}(?:\.[0-9]{1,3})?)")
 _SYS = re.compile(r"^/sys/class/net/([^/]+)/(bonding/arp_validate|bonding_slave/state)$")
@@ -82,6 +90,7 @@ class BondSlave:
     aggregator_id: int | None  # 802.3ad only
     partner_mac: str | None  # from "details partner lacp pdu" (newer kernels)
     state: str | None = None  # bonding_slave/state: "active", "backup"; None: not read
+    no_aggregator: bool = False  # 802.3ad "Aggregator ID: N/A": its port is in no aggregator
 
     @property
     def mii_up(self) -> bool:
@@ -102,6 +111,7 @@ class Bond:
     arp_interval_ms: int | None = None  # "ARP Polling Interval (ms)"; None: ARP monitor off
     arp_targets: tuple[str, ...] = ()  # IPv4 "ARP IP target/s" and IPv6 "NS" targets
     arp_validate: str | None = None  # from sysfs: an ARP_VALIDATE name; None: not read
+    no_active_aggregator: bool = False  # 802.3ad "bond <name> has no active aggregator"
 
 
 @dataclass(frozen=True)
@@ -111,82 +121,18 @@ class BondingReport:
     interval_s: float | None = None  # seconds between the two reads (/proc/uptime)
 
 
-def _int(value: str) -> int | None:
-    """A decimal count, or None ("Unknown"); str.isdigit would accept '²', which int refuses."""
-    return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else None
-
-
-def _count(value: str, what: str, where: str) -> int:
-    """A count the judge reads (aggregator IDs, failure counts, intervals): ParseError unless
-    decimal and within the kernel's u32."""
-    n = _int(value)
-    if n is None or n > U32_MAX:
-        raise ParseError(f"/proc/net/bonding: {where}: {what} {value[:40]!r} is not a count"
-                         + (" (above the kernel's 32-bit counter)" if n is not None else ""))
-    return n
-
-
-def _ifname(value: str, where: str) -> str:
-    """An interface name as the kernel allows it (IFNAMSIZ 16 with its NUL; no space, '/' or
-    ':'), or "None" (no active slave)."""
-    if not _IFNAME.fullmatch(value):
-        raise ParseError(f"/proc/net/bonding: {where}: {value[:40]!r} is no interface name")
-    return value
-
-
-def _mii(value: str, where: str) -> str:
-    """An MII status bond_procfs.c prints (bond_slave_link_status, or the bond's up/down)."""
-    if value.lower() not in MII_STATES:
-        raise ParseError(f"/proc/net/bonding: {where}: MII Status {value[:40]!r} is none of "
-                         f"{', '.join(MII_STATES)}")
-    return value.lower()
-
-
-def _mac(value: str, where: str) -> str:
-    """A MAC address as the kernel prints it (%pM: six colon-separated hex pairs)."""
-    if not _MAC.fullmatch(value):
-        raise ParseError(f"/proc/net/bonding: {where}: MAC address {value[:40]!r} is not six "
-                         "hex pairs joined by ':'")
-    return value.lower()
-
-
-def _speed(value: str, where: str) -> int | None:
-    """'100000 Mbps', or None for 'Unknown' (a link that is down); ParseError otherwise."""
-    if value.lower() in ("", "unknown"):
-        return None
-    m = re.fullmatch(r"([0-9]{1,9}) ?Mbps", value)
-    if m is None:
-        raise ParseError(f"/proc/net/bonding: {where}: Speed {value[:40]!r} is not 'N Mbps' "
-                         "or 'Unknown'")
-    return int(m.group(1))
-
-
-def _targets(value: str, version: int, where: str) -> tuple[str, ...]:
-    """bond_procfs.c prints ' %pI4' (or ' %pI6c') per target, ',' between them."""
-    out = []
-    for item in (x.strip() for x in value.split(",")) if value.strip() else ():
-        try:
-            address = ipaddress.ip_address(item)
-        except ValueError:
-            address = None
-        if address is None or address.version != version:
-            raise ParseError(f"/proc/net/bonding: {where}: ARP/NS target {item[:40]!r} is not "
-                             f"an IPv{version} address")
-        out.append(str(address))
-    return tuple(out)
-
-
 def _slave_field(slave: BondSlave, key: str, value: str, where: str) -> BondSlave:
     if key == "mii status":
-        return replace(slave, mii_status=_mii(value, where))
+        return replace(slave, mii_status=mii(value, where))
     if key == "speed":
-        return replace(slave, speed_mbps=_speed(value, where))
+        return replace(slave, speed_mbps=speed(value, where))
     if key == "duplex":
         return replace(slave, duplex=None if value.lower() in ("", "unknown") else value)
     if key == "link failure count":
-        return replace(slave, link_failure_count=_count(value, "Link Failure Count", where))
+        return replace(slave, link_failure_count=count(value, "Link Failure Count", where))
     if key == "aggregator id":
-        return replace(slave, aggregator_id=_count(value, "Aggregator ID", where))
+        agg = aggregator_id(value, where)
+        return replace(slave, aggregator_id=agg, no_aggregator=agg is None)
     return slave
 
 
@@ -210,6 +156,8 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
             label, value = raw.strip()[:len(_NS) - 1], raw.strip()[len(_NS):].strip()
         elif m is None and low == "802.3ad info":
             continue  # the one heading bond_procfs.c prints without a colon
+        elif m is None and slave is None and no_active_aggregator(raw, name, where):
+            label, value = "no active aggregator", ""  # once, as any bond-level line
         elif m is None:
             raise ParseError(f"/proc/net/bonding: {where}: {raw.strip()[:80]!r} is no line the "
                              "bonding driver prints (a cut or damaged line?)")
@@ -227,7 +175,7 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
         if key == "slave interface":
             if slave is not None:
                 slaves.append(slave)
-            slave = BondSlave(_ifname(value, where), "", None, None, None, None, None)
+            slave = BondSlave(ifname(value, where), "", None, None, None, None, None)
             section = ""
             continue
         block = len(slaves) if slave is not None else -1
@@ -242,7 +190,7 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
             fields[f"aggregator {key}" if section == "aggregator" else key] = value
         elif section == "partner":
             if key == "system mac address":
-                slave = replace(slave, partner_mac=_mac(value, where))
+                slave = replace(slave, partner_mac=mac(value, where))
         elif section != "actor":
             slave = _slave_field(slave, key, value, where)
     if slave is not None:
@@ -262,22 +210,26 @@ def _bond(name: str, lines: list[str], where: str) -> Bond | None:
 def _make_bond(name: str, fields: dict[str, str], slaves: tuple[BondSlave, ...],
                where: str) -> Bond:
     def number(key: str, what: str) -> int | None:
-        return _count(fields[key], what, where) if key in fields else None
+        return count(fields[key], what, where) if key in fields else None
 
     mode_text = fields["bonding mode"]
     partner = fields.get("aggregator partner mac address")
+    if "no active aggregator" in fields and "aggregator aggregator id" in fields:
+        raise ParseError(f"/proc/net/bonding: {where} says it has no active aggregator and "
+                         "gives one's 'Active Aggregator Info' (mixed output?)")
     return Bond(
         name=name, mode=MODES.get(mode_text.lower(), mode_text), mode_text=mode_text,
-        mii_status=_mii(fields["mii status"], where) if "mii status" in fields else "",
-        active_slave=_ifname(fields["currently active slave"], where)
+        mii_status=mii(fields["mii status"], where) if "mii status" in fields else "",
+        active_slave=ifname(fields["currently active slave"], where)
         if fields.get("currently active slave") else None,
         active_aggregator_id=number("aggregator aggregator id", "Aggregator ID"),
-        partner_mac=_mac(partner, where) if partner else None,
+        partner_mac=mac(partner, where) if partner else None,
         slaves=slaves,
         miimon_ms=number("mii polling interval (ms)", "MII Polling Interval (ms)"),
         arp_interval_ms=number("arp polling interval (ms)", "ARP Polling Interval (ms)"),
-        arp_targets=_targets(fields.get("arp ip target/s (n.n.n.n form)", ""), 4, where)
-        + _targets(fields.get(_NS[:-1], ""), 6, where),
+        arp_targets=targets(fields.get("arp ip target/s (n.n.n.n form)", ""), 4, where)
+        + targets(fields.get(_NS[:-1], ""), 6, where),
+        no_active_aggregator="no active aggregator" in fields,
     )
 
 

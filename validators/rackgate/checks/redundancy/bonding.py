@@ -5,8 +5,10 @@ Every ``/proc/net/bonding/<bond>`` file (the Linux bonding driver's status,
 Documentation/networking/bonding.rst; read by ``parsers.bonding``), read twice
 ``interval_s`` apart (5 s by default) with each bond's ``bonding/arp_validate`` and each
 slave's ``bonding_slave/state`` from sysfs. Each expected bond has its mode, exactly its
-members, all of them up and, for 802.3ad, an LACP partner on one active aggregator. Each
-member's ``Link Failure Count`` (cumulative since it was enslaved) is at most the profile's
+members, all of them up and, for 802.3ad, an LACP partner on one active aggregator that
+holds every member (the driver's ``bond <name> has no active aggregator``, or a member's
+``Aggregator ID: N/A``, a port in no aggregator, fails naming it). Each member's ``Link
+Failure Count`` (cumulative since it was enslaved) is at most the profile's
 ``link_failures`` threshold and did not rise between the two reads; a fall is an error.
 
 A member's ``MII Status`` is the link state the bond's monitor keeps. With ``MII Polling
@@ -192,6 +194,9 @@ def _read_findings(want: ExpectedBond, bond: Bond, before: Bond | None,
         if not s1.mii_up:
             fails.append(f"{want.name}: member {s.interface} MII status {s1.mii_status or '?'} "
                          f"in the first read, {s.mii_status or '?'} {interval_s:.1f} s later")
+        if s1.no_aggregator and want.mode == "802.3ad" and not s.no_aggregator:
+            fails.append(f"{want.name}: member {s.interface} is in no aggregator in the first "
+                         f"read ('Aggregator ID: N/A'), {interval_s:.1f} s before the last")
         c1, c2 = s1.link_failure_count, s.link_failure_count
         if c1 is None:
             errors.append(f"{want.name}: member {s.interface} has no 'Link Failure Count' line "
@@ -294,6 +299,17 @@ def _member_findings(want: ExpectedBond, bond: Bond) -> list[str]:
 
 def _lacp_findings(want: ExpectedBond, bond: Bond) -> list[str]:
     fails = []
+    if bond.no_active_aggregator:
+        fails.append(f"{want.name}: no active aggregator (the driver prints 'bond "
+                     f"{bond.name or want.name} has no active aggregator'): the bond carries "
+                     "no 802.3ad traffic")
+    alone = [s.interface for s in bond.slaves if s.interface in want.members and s.no_aggregator]
+    if alone:
+        many = len(alone) > 1
+        fails.append(f"{want.name}: member{'s' if many else ''} {', '.join(alone)} "
+                     f"{'are' if many else 'is'} in no aggregator ('Aggregator ID: N/A'): "
+                     f"not aggregated, {'they carry' if many else 'it carries'} none of the "
+                     "bond's traffic")
     if bond.partner_mac == NO_PARTNER:
         fails.append(f"{want.name}: no LACP partner (active aggregator "
                      f"{bond.active_aggregator_id}, partner MAC {NO_PARTNER}): the switch "
