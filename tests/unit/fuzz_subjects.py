@@ -303,7 +303,8 @@ SUBJECTS: tuple[Subject, ...] = (
                (r"(?:Aggregator ID|Link Failure Count|Speed): ([0-9]+)",)),
         *faulty(*(f"redundancy/bonding-{n}.txt" for n in (
             "active-backup-member-down", "lacp-member-down", "lacp-no-partner",
-            "wrong-mode-round-robin", "no-link-monitoring", "none"))))),
+            "wrong-mode-round-robin", "no-link-monitoring", "none",
+            "lacp-member-not-aggregated", "lacp-no-active-aggregator"))))),
     Subject("fio seq read", parse_fio_json, lambda r: judge_seq_read(
         r, None, storage.READ_BW).status, (  # type: ignore[arg-type]
         Source("seq read", storage.SEQ, True, storage.FIO_LINES, (storage.FIO_NUMBERS,)),
@@ -320,7 +321,9 @@ SUBJECTS: tuple[Subject, ...] = (
                r"dm-[0-9]|[0-9]+:[0-9]+:[0-9]+:[0-9]+ ", (r"(?:prio=|`- )([0-9]+)",)),
         *faulty(*(f"redundancy/multipath-{n}.txt" for n in (
             "mpatha-single-path", "mpathb-path-failed-faulty", "no-maps",
-            "mpatha-path-line-duplicated", "wwid-with-spaces-path-failed-faulty"))))),
+            "mpatha-path-line-duplicated", "wwid-with-spaces-path-failed-faulty",
+            # multipath -l (no checker run): at best a warn, never a pass
+            "l-healthy-checker-not-run", "l-path-failed-checker-not-run"))))),
     Subject("identity", parse_identity, lambda r: judge_identity(
         r, IdentityParams(), {}).status, (
         Source("server with dmi", node.IDENTITY, True, r"=", ()),

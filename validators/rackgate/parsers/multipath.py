@@ -11,6 +11,11 @@ A path line gives H:C:T:L, the device, major:minor, the device-mapper state
 (``active``/``failed``), the path checker state (``ready``, ``ghost`` for an ALUA standby
 path, ``faulty``, ``shaky``, ``i/o pending``…) and the online state (``running``,
 ``offline``…). The older bracket form (``\\_ 3:0:0:0 sdb 8:16 [active][ready]``) is read too.
+``multipath -l`` prints the same listing without running the path checkers (multipath(8):
+"information fetched in sysfs and the device mapper"; ``multipath/main.c`` asks for no
+``DI_CHECKER``), so every path's checker state is ``undef`` (``snprint_chk_state``: a
+state no checker set) and group priorities are not computed: such a listing is read, and
+:attr:`MultipathTopology.checkers_run` says that no checker ran.
 When the alias is the WWID the map line has no parentheses (``%n %d %s``), and the name is
 the WWID as udev gave it, which may hold runs of spaces: a SCSI T10 vendor ID designator
 is ``1`` + the 8-byte, space-padded vendor field + the vendor's id, e.g.
@@ -81,6 +86,13 @@ class MultipathPath:
         return (self.dm_state == "active" and self.path_state in ("ready", "ghost")
                 and self.online_state in ("running", ""))
 
+    @property
+    def unchecked(self) -> bool:
+        """No checker state (``undef``) while device-mapper has the path active and its device
+        runs: not known to be broken, but not tested either."""
+        return (self.dm_state == "active" and self.path_state == "undef"
+                and self.online_state in ("running", ""))
+
 
 @dataclass(frozen=True)
 class PathGroup:
@@ -103,6 +115,14 @@ class MultipathMap:
 @dataclass(frozen=True)
 class MultipathTopology:
     maps: tuple[MultipathMap, ...]
+
+    @property
+    def checkers_run(self) -> bool:
+        """False for a listing of paths whose every checker state is ``undef``: what
+        ``multipath -l`` prints, which runs no checker (``multipath -ll`` prints a state
+        for each path whose checker ran)."""
+        paths = [p for m in self.maps for p in m.paths]
+        return not paths or any(p.path_state != "undef" for p in paths)
 
 
 def _path(line: str, group: int, lineno: int) -> MultipathPath:

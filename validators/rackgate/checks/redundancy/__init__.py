@@ -6,12 +6,13 @@ One family with one module per check, each reading a different tool and spec:
   judged by IPMI v2.0's discrete-state tables: every PSU present without fault,
   redundancy intact, input power plausible.
 - ``redundancy.multipath`` (:mod:`.multipath`): ``multipath -ll``: every expected LUN
-  mapped, each with its healthy paths, none failed, no foreign map.
+  mapped, each with its healthy paths, none failed, no foreign map (a listing without
+  checker states, as ``multipath -l`` prints, at best warns).
 - ``redundancy.bonding`` (:mod:`.bonding`): ``/proc/net/bonding`` (and sysfs), read twice
   a few seconds apart: each expected bond in its mode with exactly its members, all up by
   a link monitor that can tell (MII, or ARP validating their role), each member's link
   failure count within the profile's ``link_failures`` and not rising between the reads,
-  and an LACP partner for 802.3ad.
+  and for 802.3ad an LACP partner and every member in the active aggregator.
 
 >>> [c.name for c in CHECKS]
 ['redundancy.psu_ipmi', 'redundancy.multipath', 'redundancy.bonding']

@@ -5,6 +5,14 @@
 ``params.lun_count``: ``hardware.storage`` gives only the paths per LUN) each have a map
 with ``multipath_paths_per_lun`` healthy paths and none failed; no map is foreign.
 
+The command is ``multipath -ll`` because only it runs the path checkers: ``multipath -l``
+reads sysfs and device-mapper alone, and device-mapper fails a path only once I/O on it
+failed or multipathd failed it, so an ``active`` path of ``-l`` may be one whose link is
+gone. A listing whose every checker state is ``undef`` (``-l``'s, or ``-ll`` where no
+checker could run) is therefore never a ``pass``: a failed, offline or missing path still
+fails, and with none of those the judgement is ``warn``, "checker not run", saying to
+collect with ``multipath -ll``. Where checkers ran, a path left ``undef`` is not healthy.
+
 >>> from rackgate.profile import StorageSpec
 >>> hw = Hardware(storage=StorageSpec(multipath_paths_per_lun=2, source="array vendor guide"))
 >>> judge_multipath(MultipathTopology(maps=()), MultipathParams(lun_count=1), {}, hw).message
@@ -75,7 +83,9 @@ def judge_multipath(topo: MultipathTopology, params: MultipathParams,
                     thresholds: Mapping[str, Threshold], hardware: Hardware) -> Judgement:
     """Every expected LUN (``params.wwids``, or ``params.lun_count`` of them) has a map,
     no map is foreign, and every map has >= ``multipath_paths_per_lun`` healthy paths and
-    none unhealthy. A path or map listed twice is refused by the parser."""
+    none unhealthy; from a listing without checker states (``multipath -l``) the paths
+    device-mapper has active count, and the best verdict is ``warn``. A path or map listed
+    twice is refused by the parser."""
     assert hardware.storage is not None and hardware.storage.multipath_paths_per_lun
     want = hardware.storage.multipath_paths_per_lun
     luns = f"LUNs {', '.join(map(_shown, params.wwids))}" if params.wwids else \
@@ -101,17 +111,29 @@ def judge_multipath(topo: MultipathTopology, params: MultipathParams,
         fails.append(f"{len(topo.maps)} multipath map(s) "
                      f"({', '.join(_shown(m.name) for m in topo.maps)}), expected "
                      f"{params.lun_count}")
+    unrun = not topo.checkers_run  # no checker ran: dm's active paths count, unproven
+    usable = {m.name: [p for p in m.paths if p.healthy or (unrun and p.unchecked)]
+              for m in topo.maps}
+    kind = "active paths (checker not run)" if unrun else "healthy paths"
     for m in topo.maps:
-        good = [p for p in m.paths if p.healthy]
         bad = [f"{p.device} ({p.hctl}) {p.dm_state} {p.path_state} {p.online_state}".rstrip()
-               for p in m.paths if not p.healthy]
-        if len(good) < want or bad:
-            fails.append(f"{_label(m)}: {len(good)}/{want} healthy paths"
+               for p in m.paths if p not in usable[m.name]]
+        if len(usable[m.name]) < want or bad:
+            fails.append(f"{_label(m)}: {len(usable[m.name])}/{want} {kind}"
                          + (f", not healthy: {', '.join(bad)}" if bad else ""))
-    least = float(min(sum(p.healthy for p in m.paths) for m in topo.maps))
+    least = float(min(len(paths) for paths in usable.values()))
+    unrun_note = ("checker not run: every path's checker state is 'undef' (as 'multipath "
+                  "-l' prints, reading only sysfs and device-mapper): collect with "
+                  "'multipath -ll', the check's command, to have the paths tested")
+    if unrun:
+        details["checker"] = "not run"
     if fails:
-        return Judgement(Status.FAIL, "; ".join(fails), least, "paths", expected,
-                         details=details)
+        return Judgement(Status.FAIL, "; ".join(fails + ([unrun_note] if unrun else [])),
+                         least, "paths", expected, details=details)
+    if unrun:
+        return Judgement(Status.WARN, f"{len(topo.maps)} map(s), each with >= {want} paths "
+                         f"device-mapper has active, none tested: {unrun_note}", least,
+                         "paths", expected, details=details)
     return Judgement(Status.PASS, f"{len(topo.maps)} map(s), each with >= {want} healthy "
                      "paths", least, "paths", expected, details=details)
 
