@@ -101,6 +101,7 @@ def parsers() -> dict[str, Parser]:
 FIXTURES_OF = {
     "identity": ["identity/*"], "conformance": ["conformance/*"], "nvidia_smi": ["gpu/*"],
     "topology": ["topology/topo-*"], "nvlink": ["topology/nvlink-*"],
+    "nvlink_errors": ["topology/nvlink-errors-*"],
     "dcgm": ["topology/dcgm-*"], "nic_pcie": ["topology/nic-pcie-*"],
     "infiniband": ["infiniband/ibstat-*", "infiniband/ibv_devinfo-*"],
     "dcb": ["infiniband/dcb-*"], "ipmi": ["redundancy/ipmi-*"],

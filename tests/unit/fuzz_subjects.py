@@ -51,6 +51,7 @@ from rackgate.checks.mpi import judge_allreduce
 from rackgate.checks.nccl import NcclParams, judge_nccl
 from rackgate.checks.nccl_fabric import judge_fabric, parse_fabric
 from rackgate.checks.nic_pcie import NicPcieParams, judge_nic_pcie
+from rackgate.checks.nvlink_errors import NvLinkErrorsParams, judge_nvlink_errors
 from rackgate.checks.pairwise import judge_nodes
 from rackgate.checks.redundancy import (
     MultipathParams,
@@ -86,11 +87,13 @@ from rackgate.parsers.nccl_tests import parse_nccl_tests
 from rackgate.parsers.nic_pcie import parse_nic_pcie
 from rackgate.parsers.nvidia_smi import parse_nvidia_smi_text, parse_nvidia_smi_xml
 from rackgate.parsers.nvlink import parse_nvlink_status
+from rackgate.parsers.nvlink_errors import parse_nvlink_errors
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.parsers.perftest import parse_ib_write_bw
 from rackgate.parsers.redfish import parse_redfish_cooling, parse_redfish_power
 from rackgate.parsers.sminfo import parse_sminfo
 from rackgate.parsers.topology import parse_topo_matrix
+from rackgate.profile import GpuSpec, Hardware
 from rackgate.programs import redfish as collector
 
 FIX = Path(__file__).parents[1] / "fixtures"
@@ -157,6 +160,14 @@ def _nccl(run: Any) -> Any:
     return _no_lines(replace(run, tests_version=None, nccl_version=None))
 
 
+def _nvlink_speeds(status: Any) -> Any:
+    """What gpu.nvlink reads of ``nvidia-smi nvlink -s``, less how many decimals a speed was
+    printed with: 26.5620 is the speed 26.562 printed finer (the judge compares each speed
+    at its own precision, so a finer notation never passes a lower speed)."""
+    return tuple((g.index, g.name, g.uuid, g.all_links_inactive,
+                  tuple((lk.index, lk.speed_gb_s) for lk in g.links)) for g in status.gpus)
+
+
 def read(path: str) -> str:
     """A fixture's tool output: what follows its '# ---' line, else without '#' lines."""
     text = (FIX / path).read_text(encoding="utf-8")
@@ -188,6 +199,20 @@ def _nodes(results: Any) -> Status:
 
 
 H100 = load_profile("dgx-h100").model.hardware
+NVLINK_ERRORS = NvLinkErrorsParams.model_validate(
+    load_profile("dgx-h100").model.checks["gpu.nvlink_errors"].params)
+# the bridged cards of tests/unit/test_truth3_nvlink.py: a judge per card (H100 PCIe, A6000)
+BRIDGED_CARDS = {
+    "NVIDIA H100 PCIe": GpuSpec(
+        model="NVIDIA H100 PCIe", count=2, nvlink_generation=4, nvlinks_per_gpu=12,
+        nvlink_gb_s_per_gpu=600, source="issue 29's bridged pair",
+        nvlink_topology={"kind": "pairs", "pairs": [[0, 1, 12]], "basis": "three bridges"},
+        nvlink_links={"listed": 18, "wired": [0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15],
+                      "basis": "the bridges' wiring"}),
+    "NVIDIA RTX A6000": GpuSpec(
+        model="NVIDIA RTX A6000", count=2, nvlink_generation=3, nvlinks_per_gpu=4,
+        nvlink_gb_s_per_gpu=112.5, source="issue 29's bridged pair",
+        nvlink_topology={"kind": "pairs", "pairs": [[0, 1, 4]], "basis": "one bridge"})}
 IPMI_READ = r"^(PSU1 Status|PSU2 Status|PSU1 Power In|PS Redundancy) "
 IPMI_NUMBERS = (r"\| ([0-9]+) Watts", r"^(?:PSU|PS Red)[^|]*\| ([0-9A-F]{2}h) \|",
                 r"^(?:PSU|PS Red)[^|]*\|[^|]*\|[^|]*\| +([0-9]+)\.[0-9]+ \|",
@@ -239,7 +264,23 @@ SUBJECTS: tuple[Subject, ...] = (
                (r"Link [0-9]+: ([0-9.]+) GB/s",)),
         *faulty(*(f"topology/nvlink-{n}.txt" for n in (
             "7gpus-listed", "gpu2-link3-slow", "gpu5-link7-inactive",
-            "gpu6-all-links-inactive"))))),
+            "gpu6-all-links-inactive")))), _nvlink_speeds),
+    Subject("nvlink bridged", parse_nvlink_status, lambda r: judge_nvlink(
+        r, NvLinkParams(), {}, Hardware(gpu=BRIDGED_CARDS.get(
+            r.gpus[0].name, BRIDGED_CARDS["NVIDIA H100 PCIe"]))).status, (
+        Source("2 h100 pcie 3 bridges", read("topology/nvlink-2x-h100-pcie-3-bridges-healthy.txt"),
+               True, r"^\s*(?:GPU|Link) ", (r"Link [0-9]+: ([0-9.]+) GB/s",)),
+        Source("2 rtx a6000", read("topology/nvlink-2x-rtx-a6000-bridge-healthy.txt"), True,
+               r"^\s*(?:GPU|Link) ", (r"Link [0-9]+: ([0-9.]+) GB/s",)),
+        *faulty("topology/nvlink-2x-h100-pcie-3-bridges-gpu1-link7-inactive.txt",
+                "topology/nvlink-2x-rtx-a6000-bridge-gpu0-link2-half-rate.txt")),
+        _nvlink_speeds),
+    Subject("nvlink errors", parse_nvlink_errors, lambda r: judge_nvlink_errors(
+        r, NVLINK_ERRORS, {}, H100).status, (
+        Source("h100 18 links", read("topology/nvlink-errors-h100-18links-healthy.txt"), True,
+               r"^\s*(?:GPU|Link) ", (r"Errors: ([0-9]+)$",)),
+        *faulty(*(f"topology/nvlink-errors-{n}.txt" for n in (
+            "gpu3-link5-replay-crc", "gpu6-link11-recovery", "7gpus-listed"))))),
     Subject("topo", parse_topo_matrix, lambda r: judge_affinity(
         r, AffinityParams(), {}, gpu.HW).status, (
         Source("8 gpus 8 nics", gpu.TOPO, True, r"^(?:GPU|NIC)[0-9]+\t", (r"NV([0-9]+)",)),

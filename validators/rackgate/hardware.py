@@ -14,7 +14,10 @@ judge compares evidence with exactly also carry their own ``basis``:
 * ``kind: none``: no NVLink at all; any NV# cell is a GPU the profile does not describe.
 
 A GPU block that states NVLink figures (``nvlink_generation``, ``nvlinks_per_gpu``) must
-say which of these it is: the old ``nvswitch: true`` is ``kind: nvswitch``.
+say which of these it is: the old ``nvswitch: true`` is ``kind: nvswitch``. Bridged cards
+whose chip has more link slots than the bridges wire add ``gpu.nvlink_links``
+(:class:`NvLinkLinks`: the slots listed, which are wired); without it every link
+``nvidia-smi nvlink`` lists must be active.
 
 ``gpu.pcie`` is the link every GPU should train to: ``width`` (lanes of the slot, which may
 be fewer than the GPU's own x16) and ``generation``. ``gpu.health`` compares nvidia-smi's
@@ -115,6 +118,47 @@ NvLinkTopology = Annotated[NvSwitchTopology | NvLinkPairs | NoNvLink,
                            Field(discriminator="kind")]
 
 
+class NvLinkLinks(BaseModel):
+    """The link slots ``nvidia-smi nvlink`` lists per GPU where bridges wire only some of
+    them: PCIe cards joined by NVLink bridges list every slot the chip has and the unwired
+    ones as ``<inactive>`` (two H100 PCIe cards: 18 listed, 12 wired by three bridges).
+
+    ``wired`` names the link indexes that must be active, the same on every GPU (a list)
+    or per GPU (``{gpu: [links]}``, every GPU named); without it, any ``nvlinks_per_gpu``
+    of the listed slots may be the active ones. Either way every other slot must be
+    inactive. Only with ``nvlink_topology`` kind ``pairs`` (bridged cards): an NVSwitch
+    board wires every link.
+
+    >>> NvLinkLinks(listed=18, wired={0: [0, 1], 1: [2, 3]}, basis="bridge map of the "
+    ...     "vendor's guide").wired_on(1)
+    frozenset({2, 3})
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    listed: int = Field(ge=1, le=64, description="link slots nvidia-smi lists per GPU (the "
+                                                 "chip's: 18 on H100)")
+    wired: list[int] | dict[int, list[int]] | None = Field(
+        default=None, description="link indexes the bridges wire: one list for every GPU, "
+                                  "or one per GPU; absent: any nvlinks_per_gpu of them")
+    basis: str = _BASIS
+
+    @model_validator(mode="after")
+    def _wired_within_listed(self) -> NvLinkLinks:
+        sets = self.wired.values() if isinstance(self.wired, dict) else [self.wired or []]
+        for links in sets:
+            if len(set(links)) != len(links) or not all(0 <= i < self.listed for i in links):
+                raise ValueError(f"wired {links}: needs distinct link indexes from 0 to "
+                                 f"{self.listed - 1} (listed: {self.listed})")
+        return self
+
+    def wired_on(self, gpu: int) -> frozenset[int] | None:
+        """The link indexes wired on ``gpu``; None: only their count is known."""
+        if isinstance(self.wired, dict):
+            return frozenset(self.wired.get(gpu, ()))
+        return None if self.wired is None else frozenset(self.wired)
+
+
 class PowerCap(BaseModel):
     """The board power limit the site sets on every GPU (``nvidia-smi -pl``; the gpu_driver
     role's ``gpu_driver_power_limits``), and why.
@@ -169,6 +213,9 @@ class GpuSpec(BaseModel):
                                                           "both directions")
     nvlink_topology: NvLinkTopology | None = Field(
         default=None, description="how NVLink joins the GPUs (nvidia-smi topo -m)")
+    nvlink_links: NvLinkLinks | None = Field(
+        default=None, description="bridged cards: the link slots listed per GPU and which "
+                                  "are wired (absent: every listed link is wired)")
     pcie: PcieLink | None = Field(default=None, description="the link every GPU trains to")
     power_cap: PowerCap | None = Field(
         default=None, description="the site's board power limit per GPU (nvidia-smi -pl); "
@@ -200,7 +247,25 @@ class GpuSpec(BaseModel):
                                  "NV# every GPU pair shows)")
         else:
             self._check_pairs(topo, links)
+        if self.nvlink_links is not None:
+            self._check_links(self.nvlink_links, topo, links or 0)
         return self
+
+    def _check_links(self, spec: NvLinkLinks, topo: Any, links: int) -> None:
+        if not isinstance(topo, NvLinkPairs) or not links:
+            raise ValueError("nvlink_links describes bridged cards: it needs nvlink_topology "
+                             "kind pairs and nvlinks_per_gpu (the links the bridges wire)")
+        if spec.listed < links:
+            raise ValueError(f"nvlink_links lists {spec.listed} slots per GPU, fewer than "
+                             f"nvlinks_per_gpu {links}")
+        if isinstance(spec.wired, dict) and set(spec.wired) != set(range(self.count)):
+            raise ValueError(f"nvlink_links.wired names GPUs {sorted(spec.wired)}; per GPU it "
+                             f"must name GPU0 to GPU{self.count - 1}, each once")
+        off = [f"GPU{g} {len(w)}" for g in range(self.count)
+               if (w := spec.wired_on(g)) is not None and len(w) != links]
+        if off:
+            raise ValueError(f"nvlink_links.wired gives {', '.join(off)} links, but "
+                             f"nvlinks_per_gpu is {links} for every GPU")
 
     def _check_pairs(self, topo: NvLinkPairs, links: int | None) -> None:
         per_gpu = dict.fromkeys(range(self.count), 0)

@@ -19,7 +19,11 @@ active links, each at least at the nominal per-link rate in one direction:
 900 / 18 / 2 = 25 GB/s each way per link; A100: 600 / 12 / 2 = 25 GB/s. nvidia-smi prints
 the link's signalling rate, which is at or above that figure: 25 GB/s on A100 NVLink 3
 (4 lanes x 50 Gb/s / 8) and 26.562 GB/s on H100 NVLink 4 (2 lanes x 106.25 Gb/s / 8),
-so a link trained down to fewer lanes or a lower rate falls below it.
+so a link trained down to fewer lanes or a lower rate falls below it. Speeds are compared
+at the precision nvidia-smi printed them (``checks.nvlink_links``: "14.062" meets an RTX
+A6000 bridge's 14.0625). Bridged PCIe cards whose chip lists more link slots than the
+bridges wire are described by the profile's ``gpu.nvlink_links``: then the wired links (or
+any ``nvlinks_per_gpu`` of them) must be active and every other slot inactive.
 
 A GPU for which nvidia-smi prints NVML's "all links are inActive" instead of its link
 lines fails as having no active NVLink.
@@ -46,6 +50,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from rackgate.checks.base import Check, HostNeeds, Params, Scope
+from rackgate.checks.nvlink_links import bridged_link_findings, exact, printed_floor
 from rackgate.checks.nvlink_topology import nvlink_topology_findings
 from rackgate.figures import figure
 from rackgate.model import Judgement, Status
@@ -164,6 +169,12 @@ def nominal_link_gb_s(hw: Hardware) -> float | None:
     return g.nvlink_gb_s_per_gpu / g.nvlinks_per_gpu / 2
 
 
+def _speed(printed: str, value: float, floor: float) -> str:
+    """A link's speed for a message: four significant digits, or as nvidia-smi printed it
+    where those would read as the floor (14.062 and 14.0625 both read 14.06)."""
+    return printed if figure(value) == figure(floor) else figure(value)
+
+
 def nvlink_applies(hw: Hardware) -> str | None:
     if hw.gpu is None:
         return "the profile has no GPU"
@@ -193,14 +204,18 @@ def judge_nvlink(s: NvLinkStatus, params: NvLinkParams, thresholds: Mapping[str,
         active = [lk for lk in g.links if lk.active]
         active_total += len(active)
         inactive = [lk.index for lk in g.links if not lk.active]
-        if inactive:
-            findings.append((Status.FAIL, f"GPU {g.index} links "
-                                          f"{', '.join(map(str, inactive))} are inactive"))
-        if len(g.links) != want:
-            findings.append((Status.FAIL, f"GPU {g.index} lists {len(g.links)} links, "
-                                          f"expected {want}"))
-        slow = [f"{lk.index} ({figure(lk.speed_gb_s)} GB/s)" for lk in active
-                if floor is not None and lk.speed_gb_s is not None and lk.speed_gb_s < floor]
+        if hw.gpu.nvlink_links is not None:  # bridged cards: only the wired slots are up
+            findings += bridged_link_findings(g, hw.gpu)
+        else:
+            if inactive:
+                findings.append((Status.FAIL, f"GPU {g.index} links "
+                                              f"{', '.join(map(str, inactive))} are inactive"))
+            if len(g.links) != want:
+                findings.append((Status.FAIL, f"GPU {g.index} lists {len(g.links)} links, "
+                                              f"expected {want}"))
+        slow = [f"{lk.index} ({_speed(lk.printed, lk.speed_gb_s, floor)} GB/s)"
+                for lk in active if floor is not None and lk.speed_gb_s is not None
+                and lk.speed_gb_s < printed_floor(floor, lk.speed_decimals)]
         fast = [f"{lk.index} ({figure(lk.speed_gb_s)} GB/s)" for lk in active
                 if nominal is not None and lk.speed_gb_s is not None
                 and lk.speed_gb_s > NVLINK_PLAUSIBLE * nominal]
@@ -210,10 +225,12 @@ def judge_nvlink(s: NvLinkStatus, params: NvLinkParams, thresholds: Mapping[str,
                                            f"{figure(nominal)} GB/s: implausible evidence"))
         if slow and floor is not None:
             findings.append((Status.FAIL, f"GPU {g.index} links {', '.join(slow)} are below "
-                                          f"{figure(floor)} GB/s"))
-    speed = f" at >= {figure(floor)} GB/s each way" if floor is not None else ""
+                                          f"{exact(floor)} GB/s"))
+    speed = f" at >= {exact(floor)} GB/s each way" if floor is not None else ""
+    of = "" if hw.gpu.nvlink_links is None else \
+        f" (of {hw.gpu.nvlink_links.listed} listed, as the profile's bridges wire them)"
     status, message = _verdict(findings, f"all {len(s.gpus)} GPUs have {want} active "
-                                         f"NVLinks{speed}")
+                                         f"NVLinks{of}{speed}")
     return Judgement(status, message, float(active_total), "links",
                      f"{hw.gpu.count * want} active links ({hw.gpu.count} GPUs x {want})"
                      f"{speed}", None, {}, "higher")
