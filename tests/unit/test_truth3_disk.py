@@ -180,6 +180,8 @@ def test_truth3_t4_endurance_used_fails_at_100_unless_the_profile_sets_its_limit
     assert judged(evidence(HEALTHY_NVME), stricter).status is Status.PASS  # 2 % used
     with pytest.raises(ValidationError):
         params(NVME0, percentage_used_limit={"value": 150})  # a limit needs its basis
+    with pytest.raises(ValidationError, match="outside 1 to 255"):
+        params(NVME0, percentage_used_limit={"value": 256, "basis": SPEC_BASIS})
 
 
 def test_truth3_t4_sata_pending_and_offline_uncorrectable_fail_though_health_passed():

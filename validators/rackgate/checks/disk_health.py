@@ -72,7 +72,7 @@ class Allowance(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    value: int = Field(ge=0, le=255)
+    value: int = Field(ge=0, le=2**32)
     basis: str = Field(min_length=10, description="the document the figure comes from")
 
 
@@ -94,6 +94,11 @@ class DiskParams(Params):
         twice = sorted(d for d, n in Counter(x.device for x in self.disks).items() if n > 1)
         if twice:
             raise ValueError(f"disks names {', '.join(twice)} more than once")
+        used = self.percentage_used_limit
+        if used is not None and not 1 <= used.value <= 255:
+            # Percentage Used is one byte, 255 standing for 255 or more: 0 would fail every
+            # disk, and no reading reaches a limit above 255
+            raise ValueError(f"percentage_used_limit.value {used.value} is outside 1 to 255")
         return self
 
 
