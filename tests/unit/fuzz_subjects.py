@@ -37,12 +37,14 @@ import test_degraded_ports as ports
 import test_degraded_power as power
 import test_degraded_storage as storage
 import test_real_formats_ipmi as ipmi_formats
+import test_truth3_disk as disk
 from degrade_helpers import LONG
 from test_cooling import DirFetcher
 
 from rackgate.checks import load_profile
 from rackgate.checks.conformance import judge_conformance
 from rackgate.checks.cooling import PsuRedfishParams, judge_cdu, judge_psu_redfish
+from rackgate.checks.disk_health import judge_disk_health
 from rackgate.checks.fio import judge_rand_read, judge_seq_read
 from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
 from rackgate.checks.identity import IdentityParams, judge_identity
@@ -74,6 +76,7 @@ from rackgate.parsers.bonding import parse_bonding
 from rackgate.parsers.conformance import parse_conformance
 from rackgate.parsers.dcb import parse_dcb_sections
 from rackgate.parsers.dcgm import parse_dcgm_diag
+from rackgate.parsers.disk_health import parse_disk_health
 from rackgate.parsers.fio import parse_fio_json
 from rackgate.parsers.ibcounters import parse_ibcounters
 from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
@@ -213,6 +216,11 @@ BRIDGED_CARDS = {
         model="NVIDIA RTX A6000", count=2, nvlink_generation=3, nvlinks_per_gpu=4,
         nvlink_gb_s_per_gpu=112.5, source="issue 29's bridged pair",
         nvlink_topology={"kind": "pairs", "pairs": [[0, 1, 4]], "basis": "one bridge"})}
+# the figures disk.health judges: smartctl's and nvme-cli's health fields, attribute IDs
+# and raw counts, exit statuses (in the JSON and the script's rc lines)
+DISK_NUMBERS = (r'(?:"(?:critical_warning|available_spare(?:_threshold)?|avail_spare|'
+                r'spare_thresh|percentage_used|percent_used|media_errors|exit_status|id|'
+                r'value)" ?: ?"?|rc=)([0-9]+)')
 IPMI_READ = r"^(PSU1 Status|PSU2 Status|PSU1 Power In|PS Redundancy) "
 IPMI_NUMBERS = (r"\| ([0-9]+) Watts", r"^(?:PSU|PS Red)[^|]*\| ([0-9A-F]{2}h) \|",
                 r"^(?:PSU|PS Red)[^|]*\|[^|]*\|[^|]*\| +([0-9]+)\.[0-9]+ \|",
@@ -380,6 +388,21 @@ SUBJECTS: tuple[Subject, ...] = (
                read("topology/nic-pcie-dgx-h100-12-ports-gen5-x16-healthy.txt"), True, r"=",
                (r"=([0-9]+(?:\.[0-9]+)?)$",)),
         *faulty("topology/nic-pcie-mlx5-4-x8-downtrained.txt"))),
+    Subject("disk health", parse_disk_health, lambda r: judge_disk_health(
+        r, disk.params(*disk.HEALTHY_PARAMS), {}).status, (
+        Source("nvme sata and nvme-cli", disk.HEALTHY, True, ANY_LINE, (DISK_NUMBERS,)),
+        *(Source(n, disk.HEALTHY.replace(disk.HEALTHY_NVME, disk.smartctl_section(
+            n, "/dev/nvme0")), False) for n in (
+            "smartctl-nvme-spare-low-reliability-degraded-media-errors.json",
+            "smartctl-nvme-endurance-used-100.json")),
+        *(Source(n, disk.HEALTHY.replace(disk.HEALTHY_SSD, disk.smartctl_section(
+            n, "/dev/sda")), False) for n in (
+            "smartctl-sata-hdd-pending-offline-uncorrectable.json",
+            "smartctl-sata-hdd-failing-reallocated-now.json",
+            "smartctl-open-failed-no-such-device.json")),
+        Source("nvme-cli read-only", disk.HEALTHY.replace(disk.NVME_CLI_V2, disk.section(
+            "nvme", "/dev/nvme1n1", 0, disk.fixture(
+                "nvme-cli-2.11-smart-log-read-only-reliability-degraded.json"))), False))),
     Subject("ibv_devinfo", parse_ibv_devinfo, None, (
         Source("ndr mlx5_3 down", ports.DEVINFO, True),)),
     Subject("iblinkinfo", parse_iblinkinfo_ports, None, tuple(

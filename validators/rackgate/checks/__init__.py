@@ -22,6 +22,7 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
     from rackgate.checks import (
         conformance,
         cooling,
+        disk_health,
         drift,
         fabric_as_built,
         fabric_errors,
@@ -46,7 +47,8 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
     rack: dict[str, RackCheck] = {}
     for module in (identity, conformance, gpu, topology, infiniband, nic_pcie, redundancy,
                    cooling, fio, nccl, nccl_fabric, mpi, pairwise, fabric_as_built,
-                   fabric_links, fabric_errors, fabric_sm, peers, drift, nvlink_errors):
+                   fabric_links, fabric_errors, fabric_sm, peers, drift, nvlink_errors,
+                   disk_health):
         for check in module.CHECKS:
             if check.name in registry or check.name in rack:
                 raise RuntimeError(f"check {check.name} is registered twice")
