@@ -96,3 +96,28 @@ def test_power_figures_from_the_tower_mockup():
     assert rec.supplies[0].output_watts == 463 and rec.supplies[0].capacity_watts == 1100
     assert [(g.mode, g.min_needed, g.max_supported, g.health) for g in rec.redundancy] == [
         ("N+m", 1, 2, "OK")]
+
+
+def test_rackmount1_bay2_is_an_empty_bay_not_a_supply():
+    """DMTF's rackmount1 chassis, its two PowerSupply resources read together: Bay2 is
+    Absent (an empty bay, named, not counted), Bay1 Enabled with Health Warning (a failure);
+    with Bay1's Health OK, a profile of one supply passes and names the empty bay."""
+    files = corpus_files("redfish", "rackmount1-psu-bay*")
+    if len(files) != 2:
+        pytest.skip("no rackmount1 PSU mockups in the corpus")
+    text = "\n".join(f.body for f in files)
+    one = Hardware(psu=PsuSpec(count=1, redundancy="none", source="one supply, one empty bay"))
+    j = judge_psu_redfish(parse_redfish_power(text), PsuRedfishParams(), {}, one)
+    assert j.status is Status.FAIL and "Power Supply Bay 1 is Enabled, health Warning" \
+        in j.message, j.message
+    assert j.details["empty_bays"] == "Power Supply Bay 2 " \
+        "(/redfish/v1/Chassis/1U/PowerSubsystem/PowerSupplies/Bay2)"
+    doc = json.loads(files[0].body)
+    doc["Status"] = {"State": "Enabled", "Health": "OK"}
+    healthy = json.dumps(doc) + "\n" + files[1].body
+    j = judge_psu_redfish(parse_redfish_power(healthy), PsuRedfishParams(), {}, one)
+    assert j.status is Status.PASS, j.message
+    assert "empty bay: Power Supply Bay 2" in j.message
+    two = Hardware(psu=PsuSpec(count=2, redundancy="N+1", source="two supplies"))
+    j = judge_psu_redfish(parse_redfish_power(healthy), PsuRedfishParams(), {}, two)
+    assert j.status is Status.FAIL and "is absent (empty bay)" in j.message, j.message

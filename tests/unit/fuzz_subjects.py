@@ -38,6 +38,7 @@ import test_degraded_power as power
 import test_degraded_storage as storage
 import test_real_formats_ipmi as ipmi_formats
 import test_truth3_disk as disk
+import test_truth3_power as truth3_power
 from degrade_helpers import LONG
 from test_cooling import DirFetcher
 
@@ -226,6 +227,23 @@ IPMI_NUMBERS = (r"\| ([0-9]+) Watts", r"^(?:PSU|PS Red)[^|]*\| ([0-9A-F]{2}h) \|
                 r"^(?:PSU|PS Red)[^|]*\|[^|]*\|[^|]*\| +([0-9]+)\.[0-9]+ \|",
                 r"^(?:PSU|PS Red)[^|]*\|[^|]*\|[^|]*\| +[0-9]+\.([0-9]+) \|")
 
+# issue 29 r2: four supplies in six bays (two Absent), read with both status rules
+REDFISH_RULES = truth3_power.params(**truth3_power.ASSUME_ENABLED, **truth3_power.ASSUME_OK)
+REDFISH_HW4 = truth3_power.hw("N+2", 4)
+_EMPTY = truth3_power.EMPTY_5_6
+REDFISH_BAYS = (
+    ("four supplies, two empty bays", _EMPTY, True),
+    ("health without state, two empty bays",
+     {**_EMPTY, **{f"Bay{n}": {"Health": "OK"} for n in range(1, 5)}}, True),
+    ("state without health, two empty bays",
+     {**_EMPTY, **{f"Bay{n}": {"State": "Enabled"} for n in range(1, 5)}}, True),
+    ("bay2 critical beside empty bays", {**_EMPTY, "Bay2": {"Health": "Critical"}}, False),
+    ("bay3 warning without health", {**_EMPTY, "Bay3": {"State": "Enabled",
+                                                        "HealthRollup": "Warning"}}, False),
+    ("bay4 offline without health", {**_EMPTY, "Bay4": {"State": "UnavailableOffline"}}, False),
+    ("three of four present", {**_EMPTY, "Bay4": {"State": "Absent"}}, False),
+)
+
 SUBJECTS: tuple[Subject, ...] = (
     Subject("ipmi", parse_ipmi_sdr, lambda r: judge_psu_ipmi(
         r, PsuIpmiParams(), {}, power.HW2).status, (
@@ -239,6 +257,10 @@ SUBJECTS: tuple[Subject, ...] = (
                (r"\| ([0-9]+\.[0-9]+) +\| W", r"^([0-9]+) +\| P")),
         Source("hp ilo healthy", read("redundancy/ipmi-elist-hp-ilo-psu-watts-healthy.txt"),
                True, r"^Power Suppl", (r"\| ([0-9]+) Watts",)),
+        *(Source(f"freeipmi {name}", read(f"redundancy/ipmi-freeipmi-sensors-{name}.txt"), True,
+                 r"^[0-9]+,(PSU1 Status|PSU2 Status|PSU1 Power In|PS Redundancy),",
+                 (r",([0-9]+\.[0-9]+),W", r"^([0-9]+),P", r",([0-9]+\.[0-9]+),N/A,'OK'$"))
+          for name in ("csv-noheader-healthy-2psu", "thresholds-csv-noheader-healthy-2psu")),
         *faulty(*(f"redundancy/{p.name}" for p in sorted((FIX / "redundancy").glob("ipmi-*"))
                   if "healthy" not in p.name)))),
     Subject("redfish power", parse_redfish_power, lambda r: judge_psu_redfish(
@@ -248,6 +270,11 @@ SUBJECTS: tuple[Subject, ...] = (
         *(Source(s, _redfish(s, "power"), False) for s in (
             "psu-absent", "psu-collection-expanded-bay3-offline",
             "psu-standby-spare-bay6-critical", "psu-capacity-not-a-number")))),
+    Subject("redfish power, empty bays and the profile's status rules", parse_redfish_power,
+            lambda r: judge_psu_redfish(r, REDFISH_RULES, {}, REDFISH_HW4).status, (
+        *(Source(name, truth3_power.collected(truth3_power.bays(bays)), healthy, ANY_LINE,
+                 (rf'"(?:{power.READ_NUMBERS})": (-?[0-9.]+)',))
+          for name, bays, healthy in REDFISH_BAYS),)),
     Subject("redfish cooling", parse_redfish_cooling, lambda r: judge_cdu(
         r, cooling.CduParams(), cooling.LIMITS).status, (
         Source("healthy mockup", cooling.COOLING, True, ANY_LINE,

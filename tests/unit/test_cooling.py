@@ -155,11 +155,14 @@ def test_absent_psu_fails_naming_it():
     assert "redundancy lost" in j.message
 
 
-def test_absent_psu_fails_even_when_the_count_is_met():
+def test_absent_psu_with_redundancy_degraded_fails_even_when_the_count_is_met():
+    """Five supplies present where the profile counts five: the empty bay is named, not
+    counted (issue 29), but this BMC reports its redundancy groups in Warning."""
     hw = Hardware(psu=PsuSpec(count=5, redundancy="N+1", source="five supplies, 4+1 spec"))
     j = judge_psu_redfish(parse_redfish_power(evidence("psu-absent", "power")),
                           PsuRedfishParams(), {}, hw)
     assert j.status is Status.FAIL and "Bay6" in j.message
+    assert "redundancy lost" in j.message and "empty bay: Power Supply Bay6" in j.message
 
 
 def test_no_redundancy_group_is_a_warning_when_redundancy_is_expected():

@@ -8,7 +8,8 @@ Both run ``python3 -m rackgate.programs.redfish`` (the collector: basic auth as
 ``rackgate_bmc_chassis`` or the ``chassis`` param), judged by :mod:`.redfish_power`: every
 supply Enabled and OK or a healthy spare within the profile's redundancy (the allow-list
 ``SUPPLY_STATES`` says why each other DMTF state is not), exactly ``hardware.psu.count`` of
-them, and every redundancy group Enabled and OK.
+them present (bays the BMC lists ``Absent`` are named, not counted), and every redundancy
+group Enabled and OK.
 
 ``cooling.cdu``: the rack's coolant distribution unit (``rackgate_cdu_url``, CDU ``cdu``
 param). A leak detector in any state but OK fails the check, whatever else holds; so does

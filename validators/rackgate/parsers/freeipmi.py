@@ -4,9 +4,14 @@ A header names the columns: ``ID | Name | Type | Reading | Units | Event`` by de
 ``--output-sensor-state`` adds ``State`` after Type (Nominal, Warning, Critical or N/A:
 FreeIPMI's own reading of the event bitmask), ``--output-sensor-thresholds`` six threshold
 columns, ``--no-sensor-type-output`` drops Type, ``--quiet-readings`` Reading and Units,
-``--comma-separated-output`` joins the cells with ``,`` instead of `` | ``. Without a
-header (``--no-header-output``) the default layout, and the one with State, are taken from
-the cells themselves. SDR-cache options do not change the table.
+``--comma-separated-output`` joins the cells with ``,`` instead of `` | ``. The six
+threshold columns (``Lower NR | Lower C | Lower NC | Upper NC | Upper C | Upper NR``, in
+that order) follow Units, each ``%.2f`` or N/A (a discrete sensor's are all N/A); with
+State too a row has 13 cells. Without a header (``--no-header-output``) a row's layout is
+taken from its cells: with or without State, with or without the thresholds, ``|`` or
+``,`` (the layouts that keep Type, Reading and Units: the ones scripts collect); a row that
+fits none of them, or more than one, is not read. SDR-cache options do not change the
+table.
 
 ID is the SDR record ID. A threshold sensor's Reading is ``%.2f`` or N/A with its Units
 (``W``, or ``Watts`` with ``--non-abbreviated-units``); a discrete one reads ``N/A | N/A``
@@ -18,12 +23,15 @@ threshold sensor's events are threshold crossings ("At or Above (>=) Upper Criti
 Threshold"), read here into ipmitool's status words (``ucr``).
 
 A row with fewer or more cells than its header is a ParseError quoting it; so is an ID
-that is no number as FreeIPMI prints it (``%u``) or a State on no list.
+that is no number as FreeIPMI prints it (``%u``), a State on no list or a threshold that is
+neither ``%.2f`` nor N/A.
 
 >>> cols = header("ID | Name | Type | Reading | Units | Event")
 >>> s = row("5  | PSU2 Status | Power Supply | N/A | N/A | 'Presence detected'", *cols)
 >>> s.label, s.states, s.sensor_type
 ('PSU2 Status (ID 5)', ('Presence detected',), 'Power Supply')
+>>> headerless("5,PSU2 Status,Power Supply,Nominal,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,'OK'")[1][6]
+'Lower NR'
 """
 
 from __future__ import annotations
@@ -32,14 +40,22 @@ import re
 from dataclasses import replace
 
 from rackgate.parsers import ParseError
-from rackgate.parsers.ipmi_model import WATTS_UNITS, IpmiSensor, finite_watts, refuse
+from rackgate.parsers.ipmi_model import (
+    DECIMAL,
+    WATTS_UNITS,
+    IpmiSensor,
+    finite_watts,
+    refuse,
+)
 
 TOOL = "ipmi-sensors"
-COLUMNS = ("ID", "Name", "Type", "State", "Reading", "Units", "Lower NR", "Lower C",
-           "Lower NC", "Upper NC", "Upper C", "Upper NR", "Event")
+THRESHOLDS = ("Lower NR", "Lower C", "Lower NC", "Upper NC", "Upper C", "Upper NR")
+COLUMNS = ("ID", "Name", "Type", "State", "Reading", "Units", *THRESHOLDS, "Event")
 ANALYSED = frozenset({"Nominal", "Warning", "Critical", "N/A"})
-_DEFAULT = ("ID", "Name", "Type", "Reading", "Units", "Event")
-_WITH_STATE = ("ID", "Name", "Type", "State", "Reading", "Units", "Event")
+# the layouts of a row printed without header: [State], [the six thresholds]
+_HEADERLESS = tuple(("ID", "Name", "Type", *(("State",) if state else ()), "Reading", "Units",
+                     *(THRESHOLDS if thresholds else ()), "Event")
+                    for state in (False, True) for thresholds in (False, True))
 _ID = re.compile(r"0|[1-9][0-9]*", re.ASCII)  # "%u": ASCII digits, no leading zero
 _QUOTED = re.compile(r"^'[^']*'(?: '[^']*')*$")
 _EVENT = re.compile(r"^('.*'|N/A|Unknown|[0-9A-F]{4}h)$")
@@ -62,16 +78,33 @@ def header(line: str) -> Layout | None:
     return None
 
 
+def _number_or_na(cell: str) -> bool:
+    return cell == "N/A" or DECIMAL.fullmatch(cell) is not None
+
+
+def _fits(cells: dict[str, str]) -> bool:
+    """Cells as FreeIPMI prints them: a ``%u`` ID, a State on the list, a Reading and the
+    thresholds ``%.2f`` or N/A, units without a quote, an event list."""
+    return bool(_ID.fullmatch(cells["ID"]) and _EVENT.match(cells["Event"])
+                and cells.get("State", "N/A") in ANALYSED and "'" not in cells["Units"]
+                and all(_number_or_na(cells[c]) for c in ("Reading", *THRESHOLDS)
+                        if c in cells))
+
+
 def headerless(line: str) -> Layout | None:
-    """The layout of a row printed without header (the default one, or with State)."""
-    cells = [c.strip() for c in line.split("|")]
-    if not _ID.fullmatch(cells[0]) or not _EVENT.match(cells[-1]):
-        return None
-    if len(cells) == len(_DEFAULT):
-        return "|", _DEFAULT
-    if len(cells) == len(_WITH_STATE) and cells[3] in ANALYSED:
-        return "|", _WITH_STATE
-    return None
+    """The layout of a row printed without header (``--no-header-output``): the one of
+    :data:`_HEADERLESS`, ``|`` or ``,`` separated, that its cells fit; None when none or
+    more than one does."""
+    found = []
+    for sep in ("|", ","):
+        for cols in _HEADERLESS:
+            try:
+                cells = _cells(line, sep, cols)
+            except ParseError:
+                continue
+            if _fits(cells):
+                found.append((sep, cols))
+    return found[0] if len(found) == 1 else None
 
 
 def _refuse(line: str, why: str) -> ParseError:
@@ -97,6 +130,8 @@ def row(line: str, sep: str, cols: tuple[str, ...]) -> IpmiSensor:
     analysed = f.get("State")
     if analysed is not None and analysed not in ANALYSED:
         raise _refuse(line, f"State {analysed[:20]!r} is not one of {', '.join(sorted(ANALYSED))}")
+    if bad := [c for c in THRESHOLDS if c in f and not _number_or_na(f[c])]:
+        raise _refuse(line, f"threshold {bad[0]} {f[bad[0]][:20]!r} is neither '%.2f' nor N/A")
     name, event = f["Name"], f["Event"]
     reading, units = f.get("Reading"), f.get("Units")
     s = IpmiSensor(name=name, status="", record_id=int(f["ID"]), sensor_type=f.get("Type"),

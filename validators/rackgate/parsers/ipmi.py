@@ -21,7 +21,8 @@ offsets, :mod:`~rackgate.parsers.ipmi_states`):
 * 10 columns, ``ipmitool sensor`` and ``ipmitool -c sensor``: a discrete sensor's state
   as the 2-byte mask ``0x0180`` (:mod:`~rackgate.parsers.ipmi_sensor`).
 * FreeIPMI ``ipmi-sensors`` tables, ``ID | Name | Type | [State |] Reading | Units |
-  Event`` (:mod:`~rackgate.parsers.freeipmi`).
+  [six thresholds |] Event``, ``|``- or ``,``-separated, with or without header
+  (:mod:`~rackgate.parsers.freeipmi`).
 
 A state mask is decoded into ``states`` with the offset names of the sensor's kind, and
 kept in ``state_mask``, which the judge reads. ipmitool's status column is ``ok``, ``ns``

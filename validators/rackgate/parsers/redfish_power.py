@@ -11,10 +11,11 @@ with ``MemberId``, ``Status``, ``PowerInputWatts``, ``LastPowerOutputWatts``,
 ``Metrics`` link, or the metrics inline when expanded), ``PowerSupplyCollection`` (its
 members, links or whole supplies) and ``PowerSupplyMetrics`` (``InputPowerWatts.Reading``).
 
-``Status.State`` and ``Status.Health`` are kept as given, a vendor value such as
-``Standby`` included: the judge decides what each means. ``PowerCapacityWatts`` may be a
-decimal string (``"3300"``); anything else that is not a non-negative finite number is a
-ParseError naming the field and the value.
+``Status.State``, ``Status.Health`` and ``Status.HealthRollup`` are kept as given, a
+vendor value such as ``Standby`` or an absent one (None) included: the judge decides what
+each means. A bay without a supply is listed too (``State`` ``Absent``).
+``PowerCapacityWatts`` may be a decimal string (``"3300"``); anything else that is not a
+non-negative finite number is a ParseError naming the field and the value.
 
 >>> rec = parse_redfish_power('{"@odata.type": "#Power.v1_7_3.Power", "@odata.id": "/P", '
 ...     '"PowerSupplies": [{"MemberId": "0", "Status": {"State": "Standby", "Health": "OK"}, '
@@ -57,6 +58,7 @@ class PowerSupplyState:
     input_watts: float | None
     output_watts: float | None
     capacity_watts: float | None
+    health_rollup: str | None = None  # Status.HealthRollup: the supply and its dependents
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class PowerRecord:
 
 
 def _legacy_supply(member: dict[str, Any], where: str, i: int) -> PowerSupplyState:
-    state, health, _ = status_at(member, where)
+    state, health, rollup = status_at(member, where)
     return PowerSupplyState(
         id=str_at(member, "@odata.id", where) or f"{where}/{i}",
         name=str_at(member, "Name", where) or str_at(member, "MemberId", where) or f"PSU {i}",
@@ -85,6 +87,7 @@ def _legacy_supply(member: dict[str, Any], where: str, i: int) -> PowerSupplySta
         input_watts=num_at(member, "PowerInputWatts", where),
         output_watts=num_at(member, "LastPowerOutputWatts", where),
         capacity_watts=watts_rating_at(member, "PowerCapacityWatts", where),
+        health_rollup=rollup,
     )
 
 
@@ -101,13 +104,14 @@ def _metrics(res: dict[str, Any], found: Resources, where: str) -> tuple[str, di
 
 def _supply(key: str, res: dict[str, Any], found: Resources) -> PowerSupplyState:
     where = f"PowerSupply {key}"
-    state, health, _ = status_at(res, where)
+    state, health, rollup = status_at(res, where)
     metrics_id, metrics = _metrics(res, found, where)
     mw = f"PowerSupplyMetrics {metrics_id}"
     return PowerSupplyState(id=key, name=name_of(res, where, key), state=state, health=health,
                             input_watts=reading_at(metrics, "InputPowerWatts", mw),
                             output_watts=reading_at(metrics, "OutputPowerWatts", mw),
-                            capacity_watts=watts_rating_at(res, "PowerCapacityWatts", where))
+                            capacity_watts=watts_rating_at(res, "PowerCapacityWatts", where),
+                            health_rollup=rollup)
 
 
 def _legacy(fmt: str, where: str, res: dict[str, Any]) -> tuple[list[PowerSupplyState],
