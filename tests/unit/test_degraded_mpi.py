@@ -21,7 +21,8 @@ from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.profile import Threshold
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "mpi"
-PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576)
+PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576,
+                         iters=10)  # the fixtures' --iters (the demo profile's)
 T = {"busbw": Threshold(unit="GB/s", ref=0.05, min_ratio=1.0, basis="test threshold")}
 HW = load_profile("demo").model.hardware
 NODES = ["rg-node01", "rg-node02"]

@@ -22,7 +22,8 @@ from rackgate.reports.verify import verify_report
 from rackgate.run import judge_run
 
 CHECK = REGISTRY["mpi.allreduce"]
-PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576)
+PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576,
+                         iters=10)  # the fixtures' --iters (the demo profile's)
 FLOOR = {"unit": "GB/s", "ref": 0.05, "min_ratio": 1.0, "limit": False,
          "basis": "test floor"}
 

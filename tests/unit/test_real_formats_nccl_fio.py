@@ -72,9 +72,9 @@ def v1_status(text: str) -> Status:
     return outcome(parse_nccl_tests, lambda r: judge_nccl(r, V1_PARAMS, V100_T, HW), text)
 
 
-def a100_status(text: str, params: NcclParams | None = None) -> Status:
+def a100_status(text: str, params: NcclParams | None = None, op: str = "all_reduce") -> Status:
     return outcome(parse_nccl_tests,
-                   lambda r: judge_nccl(r, params or NcclParams(), A100_T, HW), text)
+                   lambda r: judge_nccl(r, params or NcclParams(), A100_T, HW, op), text)
 
 
 # ------------------------------------------------------ nccl-tests: the old layouts
@@ -145,14 +145,15 @@ def test_nccl_tests_error_column_within_tolerance_or_rounding_passes():
 def test_nccl_tests_error_column_of_an_unknown_type_is_not_passed():
     text = OLD_ERROR.replace("   float ", "   fp8e4m3 ").replace(
         "0e+00  4132.50", "1e-03  4132.50")
-    j = judge_nccl(parse_nccl_tests(text), NcclParams(max_bytes="1G"), A100_T, HW)
+    j = judge_nccl(parse_nccl_tests(text), NcclParams(max_bytes="1G"), A100_T, HW, "all_gather")
     assert j.status is Status.ERROR and "fp8e4m3" in j.message
 
 
 ERROR_CELL = re.compile(r"(?m)^\s*\d+\s+\d+\s+float(?:\s+sum)?(?:\s+\S+){3}\s+(0e\+00)"
                         r"(?:\s+\S+){3}\s+(0e\+00)\s*$")
-# the healthy runs with an 'error' column, and the params of their sweep
-ERROR_COLUMN_RUNS = [(OLD_ERROR, NcclParams(max_bytes="1G")), (UNPREFIXED, NcclParams())]
+# the healthy runs with an 'error' column, the params of their sweep and their collective
+ERROR_COLUMN_RUNS = [(OLD_ERROR, NcclParams(max_bytes="1G"), "all_gather"),
+                     (UNPREFIXED, NcclParams(), "all_reduce")]
 
 
 def _error_cells(text: str) -> list[tuple[int, int]]:
@@ -168,13 +169,13 @@ def test_nccl_tests_any_deviation_beyond_tolerance_in_any_error_cell_never_passe
         run, data, value, out_of_bounds_ok):
     """float on 8 ranks: nccl-tests' bound is 7e-05; the 'Out of bounds' line may say OK
     (a run whose count disagrees with its own rows) or FAILED."""
-    text, params = run
-    assert a100_status(text, params) is Status.PASS
+    text, params, op = run
+    assert a100_status(text, params, op) is Status.PASS
     cell = data.draw(st.sampled_from(_error_cells(text)))
     text = text[:cell[0]] + value + text[cell[1]:]
     if not out_of_bounds_ok:
         text = text.replace("Out of bounds values : 0 OK", "Out of bounds values : 1 FAILED")
-    assert a100_status(text, params) in BAD
+    assert a100_status(text, params, op) in BAD
 
 
 @settings(max_examples=60, deadline=None)

@@ -27,7 +27,8 @@ from rackgate.store.evidence import Evidence
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "mpi"
 CHECK = REGISTRY["mpi.allreduce"]
-PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576)
+PARAMS = AllreduceParams(sizes=[1024, 65536, 1048576, 4194304], judge_min_bytes=1048576,
+                         iters=10)  # the fixtures' --iters (the demo profile's)
 NODES = ("rg-node01", "rg-node02")  # the hosts of the healthy fixture
 HW = load_profile("demo").model.hardware
 
@@ -150,7 +151,7 @@ def test_sound_4_one_impossible_row_is_an_error_though_the_median_looks_fine() -
     """Against a physical limit (a test threshold: 0.5 GB/s, limit: true), one judged row
     at 1e30 GB/s: the median of the three judged rows (0.3732) looks fine, the row is no
     measurement."""
-    params = AllreduceParams(sizes=PARAMS.sizes, judge_min_bytes=65536)
+    params = AllreduceParams(sizes=PARAMS.sizes, judge_min_bytes=65536, iters=PARAMS.iters)
     profile = profile_with_mpi(ref=0.5, limit=True, params=params)
     assert statuses(launched(HEALTHY, NODES, profile)) == {"pass"}
     text = HEALTHY.replace('"busbw_gbps": 0.4029', '"busbw_gbps": 1e30')

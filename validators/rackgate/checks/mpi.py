@@ -8,8 +8,9 @@
   element of a result is a fail. The evidence must be complete: its ranks ran on exactly
   the nodes under test, ``tasks_per_node`` on each (a node missing or named twice too
   often, or a host that is not under test, is an error naming it), and every message size
-  of ``sizes`` is present exactly once; every figure is a possible one (finite, and not
-  above the threshold's physical limit when it has one).
+  of ``sizes`` is present exactly once, timed over the command's ``--iters`` (another count
+  is another command's output); every figure is a possible one (finite, and not above the
+  threshold's physical limit when it has one).
 
 It measures the path a CPU-side MPI job takes between the nodes (the scheduler's PMI
 wiring, the MPI library, the network) and proves the launch path itself. GPU collectives
@@ -142,7 +143,8 @@ def _host_problems(run: AllreduceRun, p: AllreduceParams, nodes: Sequence[str]) 
 
 
 def _size_problems(run: AllreduceRun, p: AllreduceParams) -> list[str]:
-    """Every size of ``p.sizes`` once, nothing else."""
+    """Every size of ``p.sizes`` once, nothing else, each timed over the command's
+    ``--iters`` (the probe prints its count on every row)."""
     expected = {row_bytes(s) for s in p.sizes}
     counts = Counter(r.size_bytes for r in run.rows)
     out = [f"no row for the {b}-byte message size" for b in sorted(expected - set(counts))]
@@ -151,6 +153,10 @@ def _size_problems(run: AllreduceRun, p: AllreduceParams) -> list[str]:
     foreign = sorted(set(counts) - expected)
     if foreign:
         out.append(f"row(s) for size(s) {foreign} that params.sizes does not name")
+    iters = sorted({r.iters for r in run.rows} - {p.iters})
+    if iters:
+        out.append(f"row(s) timed over {iters} iterations where the command asked --iters "
+                   f"{p.iters}: another command's output")
     return out
 
 

@@ -23,8 +23,13 @@ The figure is compared with the profile's ``busbw`` threshold, whose ref is the 
 per-GPU, per-direction NVLink bandwidth (``limit: true``, so the report shows % of it). Any
 ``#wrong`` > 0 (either side) and any ``Out of bounds values`` > 0 fail, naming size and
 count, and so does an ``error`` column (< 2.13: largest deviation) above nccl-tests' own
-bound for the row's type (``deviation_bound``; unknown type: error); a 1-rank run (busbw 0 by
-definition), a missing summary (the run did not finish) or a missing threshold are errors;
+bound for the row's type (``checks.nccl_evidence.deviations``; unknown type, or no rank count
+and a value above the least bound any rank count would give: error); a 1-rank run (busbw 0
+by definition), a missing summary (the run did not finish) or a missing threshold are errors;
+and so is evidence that contradicts the command the check built (``nccl_evidence
+.contradictions``: another test's binary, rows, types or redop, a configuration line other
+than the argv's sizes, step, ``-g``, iterations or ``-c``, error cells ``N/A`` where
+checking was asked);
 in-place busbw that disagrees with out-of-place by more than ``inplace_tolerance`` is noted
 in details. The result's ``better="higher"`` lets ``rackgate.peers`` turn a node that passes
 but lags its peers into ``warn``.
@@ -51,28 +56,23 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from rackgate.checks.base import Check, CommandError, Params, Scope, compare, implausible
+from rackgate.checks.nccl_evidence import (
+    asked,
+    contradictions,
+    deviations,
+    size_bytes,
+    total_ranks,
+)
 from rackgate.collect.launch import PATH_NAME, plain
 from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nccl_tests import NcclRow, NcclTestsRun, parse_nccl_tests
-from rackgate.parsers.nccl_tests_record import deviation_bound
 from rackgate.profile import Hardware, Threshold
 
 # roles/nccl/defaults/main.yml: nccl_tests_prefix, nccl_tests_version (binaries in build/)
 DEFAULT_PREFIX = "/opt/nccl-tests"
 DEFAULT_VERSION = "2.17.6"
 _SIZE = r"^[1-9][0-9]*[KMG]?$"
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
-
-
-def size_bytes(size: str) -> int:
-    """nccl-tests' size notation (``-b 8 -e 8G``: powers of 1024) in bytes.
-
-    >>> size_bytes("8"), size_bytes("1G")
-    (8, 1073741824)
-    """
-    unit = size[-1] if size[-1] in "KMG" else ""
-    return int(size[:-1] if unit else size) * _UNITS[unit]
 
 
 class NcclParams(Params):
@@ -259,40 +259,10 @@ def large_message_busbw(run: NcclTestsRun, min_bytes: int) -> float | None:
     return median(values) if values else None
 
 
-def _total_ranks(run: NcclTestsRun) -> int | None:
-    if run.ranks:
-        return len(run.ranks)
-    if run.n_gpus is not None and run.n_threads is not None and not run.task_labels:
-        return run.n_gpus * run.n_threads
-    return None
-
-
-def deviations(run: NcclTestsRun) -> list[tuple[Status, str]]:
-    """The ``error`` column (one digit, ``%5.0le``) against nccl-tests' bound: above it even at
-    the least number printing so (2e-05: 1.5e-05); nearer is for its Out of bounds count."""
-    ranks, bad, unknown, why = _total_ranks(run), [], [], ""
-    for r, side, e in ((row, s, m.max_error) for row in run.rows for s, m in
-                       (("out-of-place", row.out_of_place), ("in-place", row.in_place))
-                       if m is not None and m.max_error is not None and m.max_error > 0):
-        bound = deviation_bound(r.type, ranks) if ranks else None  # e < 0: 1.x, not checked
-        if bound is None:
-            unknown.append(f"{figure(e)} at {r.size_bytes} B {side} ({r.type})")
-        elif e - 0.5 * 10 ** math.floor(math.log10(e)) > bound:
-            bad.append(f"largest deviation {figure(e)} at {r.size_bytes} B {side}")
-            why = f"{figure(bound)} for {r.type} on {ranks} ranks, DeltaMaxValue x (ranks - 1)"
-    out: list[tuple[Status, str]] = []
-    if bad:
-        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        out.append((Status.FAIL, f"error column above nccl-tests' bound ({why}) at {len(bad)} "
-                                 f"result(s): {', '.join(bad[:5])}{more}: wrong data"))
-    if unknown:
-        out.append((Status.ERROR, f"error column: no known bound for the type or rank count "
-                                  f"(ranks: {ranks or 'unknown'}): {', '.join(unknown[:5])}"))
-    return out
-
-
-def _findings(run: NcclTestsRun, p: NcclParams, hw: Hardware) -> list[tuple[Status, str]]:
-    out = deviations(run)
+def _findings(run: NcclTestsRun, p: NcclParams, hw: Hardware, op: str
+              ) -> list[tuple[Status, str]]:
+    out = deviations(run, op)
+    out += [(Status.ERROR, t) for t in contradictions(run, asked(_command(op)(p, {})))]
     wrong = [(r, side, m.wrong) for r in run.rows
              for side, m in (("out-of-place", r.out_of_place), ("in-place", r.in_place))
              if m is not None and m.wrong]
@@ -306,25 +276,23 @@ def _findings(run: NcclTestsRun, p: NcclParams, hw: Hardware) -> list[tuple[Stat
     if not run.complete and p.require_summary:
         out.append((Status.ERROR, "the output ends before nccl-tests' summary lines (Out of "
                                   "bounds values, Avg bus bandwidth): the run did not finish"))
-    ranks = _total_ranks(run)
+    ranks = total_ranks(run)
     if ranks == 1:
         out.append((Status.ERROR, "the test ran on 1 rank: busbw is 0 by definition, nothing "
                                   "crossed a link"))
     elif ranks is not None and hw.gpu is not None and ranks < hw.gpu.count:
         out.append((Status.FAIL, f"the test covered {ranks} GPU(s), the profile expects "
                                  f"{hw.gpu.count} per node"))
-    if p.check_iters > 0 and all(r.out_of_place is None or r.out_of_place.wrong is None
-                                 for r in run.rows) and run.error_column == "#wrong":
-        out.append((Status.WARN, "no #wrong figure in any row: results were not validated"))
     return out
 
 
 def judge_nccl(run: NcclTestsRun, params: NcclParams, thresholds: Mapping[str, Threshold],
-               hardware: Hardware) -> Judgement:
+               hardware: Hardware, op: str = "all_reduce") -> Judgement:
+    """nccl.<op>'s judgement of one run (each registered check passes its own ``op``)."""
     threshold = thresholds.get("busbw")
     if threshold is None:
         return Judgement(Status.ERROR, "the profile gives no busbw threshold for this check")
-    findings = _findings(run, params, hardware)
+    findings = _findings(run, params, hardware, op)
     floor = size_bytes(params.judge_min_bytes)
     judged = plateau(run, params, threshold)
     findings += judged.findings
@@ -377,6 +345,10 @@ def nccl_applies(hardware: Hardware) -> str | None:
 
 
 def _check(op: str, what: str) -> Check:
+    def judge(run: NcclTestsRun, params: NcclParams, thresholds: Mapping[str, Threshold],
+              hardware: Hardware) -> Judgement:
+        return judge_nccl(run, params, thresholds, hardware, op)
+
     return Check(
         name=f"nccl.{op}", scope=Scope.NODE,
         tags=frozenset({"nccl", "gpu", "nvlink", "benchmark"}),
@@ -384,7 +356,7 @@ def _check(op: str, what: str) -> Check:
                     "largest sizes against the NVLink limit, #wrong",
         params_model=NcclParams, metrics=frozenset(), optional_metrics=frozenset({"busbw"}),
         better={"busbw": "higher"}, command=_command(op), parse=parse_nccl_tests,
-        judge=judge_nccl, applies=nccl_applies, baseline=(("busbw", "measured"),))
+        judge=judge, applies=nccl_applies, baseline=(("busbw", "measured"),))
 
 
 CHECKS = (

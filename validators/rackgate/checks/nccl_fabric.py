@@ -24,7 +24,10 @@ each expected size >= ``judge_min_bytes`` must be present once (``checks.nccl.pl
 every busbw a possible figure (finite, not above the threshold's physical limit), and the
 ranks (``#  Rank`` lines) must have run on exactly the nodes under test, each with its
 share of ranks (``gpus_per_node``, or 1 per rail): a run on other hosts proves nothing
-about these nodes.
+about these nodes. Every run must answer the command asked (``checks.nccl_evidence
+.contradictions``): all_reduce_perf's rows of the argv's type and op, its configuration
+line (sizes, step, ``-g 1``, iterations, ``-c``), and figures in the error cells when
+checking iterations were asked (``-c`` > 0): ``N/A`` there is a run that checked nothing.
 
 Every node gets the rack's judgement: a collective cannot tell which node of the ring was
 slow (``fabric.pairwise_bw`` can).
@@ -41,7 +44,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from rackgate.checks.base import Check, CommandError, HostNeeds, Scope, compare
-from rackgate.checks.nccl import NcclParams, binary_dir, deviations, plateau, size_bytes
+from rackgate.checks.nccl import NcclParams, binary_dir, plateau
+from rackgate.checks.nccl_evidence import asked, contradictions, deviations, size_bytes
 from rackgate.collect.launch import (
     HCA_PORT,
     PARTITION,
@@ -312,7 +316,9 @@ def judge_fabric(run: FabricRun, p: NcclFabricParams, thresholds: Mapping[str, T
         if wrong or r.out_of_bounds:
             findings.append((Status.FAIL, f"{name}: #wrong > 0 at {len(wrong)} size(s) "
                                           f"(data corrupted between nodes)"))
-        findings += [(s, f"{name}: {t}") for s, t in deviations(r)]  # the < 2.13 error column
+        findings += [(s, f"{name}: {t}") for s, t in deviations(r, "all_reduce")]  # < 2.13
+        findings += [(Status.ERROR, f"{name}: {t}")
+                     for t in contradictions(r, asked(_program(p, {})))]
         if not r.complete and p.require_summary:
             findings.append((Status.ERROR, f"{name}: the output ends before the summary"))
         judged = plateau(r, p, threshold)

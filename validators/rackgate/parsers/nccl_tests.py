@@ -9,7 +9,9 @@ Formats, from NVIDIA/nccl-tests ``src/common.cu`` and ``src/util.cu`` and its
   ``# Collective test starting: all_reduce_perf`` (2.17.3+), ``# nThread 1 nGpus 8 minBytes 8
   maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 ... validation: 1``, one
   device line per rank: ``#  Rank  0 Group  0 Pid 1234 on host device  0 [0000:1b:00] NVIDIA
-  H100 80GB HBM3`` (no ``Group`` and ``[0x1b]`` bus ids before 2.13.x, no ``Pid`` in 1.x).
+  H100 80GB HBM3`` (no ``Group`` and ``[0x1b]`` bus ids before 2.13.x, no ``Pid`` in 1.x);
+  ``step: 1048576(bytes)`` instead of ``(factor)`` for ``-i``; ``# Reducing maxBytes to N due
+  to memory limitation`` when GPU memory cut the sweep short (all read into the record).
 * The column header ``# size count type redop root time algbw busbw #wrong time algbw busbw
   #wrong`` (out-of-place, then in-place); versions before 2.13 print ``error`` (the largest
   absolute deviation from the expected result, ``%5.0le``) instead of ``#wrong`` (a count,
@@ -101,6 +103,8 @@ _CONFIG = {"n_threads": r"nThread (\d+)", "n_gpus": r"nGpus (\d+)",
            "min_bytes": r"minBytes (\d+)", "max_bytes": r"maxBytes (\d+)",
            "warmup_iters": r"warmup iters: (\d+)", "iters": r"(?<!warmup )(?<!agg )iters: (\d+)",
            "validation": r"validation: (\d+)"}
+_STEP = re.compile(r"step: (\d+)\((factor|bytes)\)")
+_REDUCED = re.compile(r"^Reducing maxBytes to (\d+)")  # GPU memory cut the sweep
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}$"), re.compile(r"^\d{2}:\d{2}:\d{2}$")
 _TIME_NAMES = ("time", "cputime")
 _ERR_NAMES = ("#wrong", "error", "res")  # res: 1.x
@@ -256,6 +260,10 @@ def _header_line(body: str, n: int, facts: dict[str, Any], ranks: list[NcclRank]
         for key, pattern in _CONFIG.items():
             if c := re.search(pattern, body):
                 facts[key] = int(c.group(1))
+        if c := _STEP.search(body):
+            facts[f"step_{c.group(2)}"] = int(c.group(1))
+    elif m := _REDUCED.match(body):
+        facts["reduced_max_bytes"] = int(m.group(1))
     elif m := _OOB.match(body):
         facts["out_of_bounds"] = int(m.group(1))
         once.setdefault("'Out of bounds values' summary line", []).append(n)

@@ -1,9 +1,10 @@
 """Parser for the JSON file nccl-tests writes with ``-J <file>`` (2.17.3+, file version 1-3).
 
 Format, from NVIDIA/nccl-tests ``src/common.cu`` and ``src/util.cu``: ``{"version",
-"nccl_version" (code), "config": {"nthreads", "ngpus", "minimum_bytes", "maximum_bytes",
-"warmup_iters", "iterations", "validation", "devices": [{"rank", "group", "pid",
-"hostname", "device", "device_hex", "device_info"}]}, "results": [{"size", "count",
+"args" (the test's argv: ``args[0]`` names the binary, read as ``program``), "nccl_version"
+(code), "config": {"nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "step_factor" (or
+"step_bytes"), "warmup_iters", "iterations", "validation", "devices": [{"rank", "group",
+"pid", "hostname", "device", "device_hex", "device_info"}]}, "results": [{"size", "count",
 "type", "redop", "root", "out_of_place"/"in_place": {"time" (or "cpu_time"), "alg_bw",
 "bus_bw", "nwrong" (null when not validated)}}], "out_of_bounds": {"count", "okay"},
 "average_bus_bandwidth": {"bandwidth", "okay"}, "errors": [...]}``. nccl-tests writes
@@ -166,6 +167,9 @@ def parse_nccl_tests_json(text: str) -> NcclTestsRun:
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     errs = doc.get("errors")
+    args = doc.get("args")
+    program = args[0].replace("\\", "/").rsplit("/", 1)[-1] \
+        if isinstance(args, list) and args and isinstance(args[0], str) else None
     return NcclTestsRun(
         rows=tuple(rows), source_format="json",
         tests_version=f"json file version {doc.get('version')}",
@@ -174,6 +178,7 @@ def parse_nccl_tests_json(text: str) -> NcclTestsRun:
         n_threads=cfg("nthreads"), n_gpus=cfg("ngpus"), min_bytes=cfg("minimum_bytes"),
         max_bytes=cfg("maximum_bytes"), warmup_iters=cfg("warmup_iters"),
         iters=cfg("iterations"), validation=cfg("validation"), ranks=ranks,
+        program=program or None, step_factor=cfg("step_factor"), step_bytes=cfg("step_bytes"),
         out_of_bounds=_jint(oob["count"], "out_of_bounds.count")
         if isinstance(oob, dict) and "count" in oob else None,
         avg_busbw_gbps=_jfloat(avg, "bandwidth", "average_bus_bandwidth")

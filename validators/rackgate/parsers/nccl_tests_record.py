@@ -71,6 +71,9 @@ class NcclTestsRun:
     warmup_iters: int | None = None
     iters: int | None = None
     validation: int | None = None  # -c: 0 = results not checked
+    step_factor: int | None = None  # -f, from 'step: 2(factor)'
+    step_bytes: int | None = None  # -i, from 'step: 1048576(bytes)' (no -f)
+    reduced_max_bytes: int | None = None  # 'Reducing maxBytes to N due to memory limitation'
     ranks: tuple[NcclRank, ...] = ()
     error_column: Literal["#wrong", "error"] = "#wrong"  # "error": also 1.x's "res"
     out_of_bounds: int | None = None  # None: the summary line is missing
