@@ -35,6 +35,7 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
         nccl,
         nccl_fabric,
         nic_pcie,
+        nvbandwidth,
         pairwise,
         peers,
         redundancy,
@@ -45,7 +46,7 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
     rack: dict[str, RackCheck] = {}
     for module in (identity, conformance, gpu, topology, infiniband, nic_pcie, redundancy,
                    cooling, fio, nccl, nccl_fabric, mpi, pairwise, fabric_as_built,
-                   fabric_links, fabric_errors, fabric_sm, peers, drift):
+                   fabric_links, fabric_errors, fabric_sm, peers, drift, nvbandwidth):
         for check in module.CHECKS:
             if check.name in registry or check.name in rack:
                 raise RuntimeError(f"check {check.name} is registered twice")
