@@ -54,6 +54,12 @@ from rackgate.checks.mpi import judge_allreduce
 from rackgate.checks.nccl import NcclParams, judge_nccl
 from rackgate.checks.nccl_fabric import judge_fabric, parse_fabric
 from rackgate.checks.nic_pcie import NicPcieParams, judge_nic_pcie
+from rackgate.checks.nvbandwidth import (
+    DeviceToDeviceParams,
+    NvbandwidthParams,
+    judge_device_to_device,
+    judge_host_to_device,
+)
 from rackgate.checks.nvlink_errors import NvLinkErrorsParams, judge_nvlink_errors
 from rackgate.checks.pairwise import judge_nodes
 from rackgate.checks.redundancy import (
@@ -89,6 +95,7 @@ from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.parsers.multipath import parse_multipath_ll
 from rackgate.parsers.nccl_tests import parse_nccl_tests
 from rackgate.parsers.nic_pcie import parse_nic_pcie
+from rackgate.parsers.nvbandwidth import parse_nvbandwidth
 from rackgate.parsers.nvidia_smi import parse_nvidia_smi_text, parse_nvidia_smi_xml
 from rackgate.parsers.nvlink import parse_nvlink_status
 from rackgate.parsers.nvlink_errors import parse_nvlink_errors
@@ -222,6 +229,31 @@ BRIDGED_CARDS = {
 DISK_NUMBERS = (r'(?:"(?:critical_warning|available_spare(?:_threshold)?|avail_spare|'
                 r'spare_thresh|percentage_used|percent_used|media_errors|exit_status|id|'
                 r'value)" ?: ?"?|rc=)([0-9]+)')
+_DGX = load_profile("dgx-h100")
+
+
+def _nvbw(name: str, judge: Callable[..., Any], params: type[NvbandwidthParams]
+          ) -> Callable[[Any], Status]:
+    """The dgx-h100 profile's nvbandwidth check ``name``, asking for the record's own form
+    (text or --json: the form the command asked for is tested in test_truth3_nvbw)."""
+    section = _DGX.check(name)
+    assert section is not None
+
+    def judged(run: Any) -> Status:
+        p = params.model_validate({**section.params, "json_output": run.form == "json"})
+        status: Status = judge(run, p, section.thresholds, H100).status
+        return status
+    return judged
+
+
+def _nvbandwidth(run: Any) -> Any:
+    """What the nvbandwidth judges read: the form, how many GPUs the list names, the
+    testcases; not the versions and names they only report, nor line numbers."""
+    return _no_lines((run.form, None if run.devices is None else len(run.devices),
+                      run.testcases, run.error))
+
+
+NVBW_LINES = r"^(?: ?[0-9]+ .*|SUM .*|Running .*|Device .*|memcpy .*|Waived.*)$"
 IPMI_READ = r"^(PSU1 Status|PSU2 Status|PSU1 Power In|PS Redundancy) "
 IPMI_NUMBERS = (r"\| ([0-9]+) Watts", r"^(?:PSU|PS Red)[^|]*\| ([0-9A-F]{2}h) \|",
                 r"^(?:PSU|PS Red)[^|]*\|[^|]*\|[^|]*\| +([0-9]+)\.[0-9]+ \|",
@@ -445,6 +477,23 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject("sminfo", parse_sminfo, None, tuple(
         Source(p.name, read(f"fabric_counters/{p.name}"), True)
         for p in sorted((FIX / "fabric_counters").glob("sm-*.txt")))),
+    Subject("nvbandwidth host", parse_nvbandwidth, _nvbw(
+        "nvbandwidth.host_to_device", judge_host_to_device, NvbandwidthParams), (
+        Source("8 h100 text", read("nvbandwidth/h2d-8xh100-v0.8-healthy.txt"), True,
+               NVBW_LINES),
+        Source("8 h100 json", read("nvbandwidth/h2d-8xh100-v0.8-healthy.json"), True),
+        *faulty(*(f"nvbandwidth/h2d-{n}.txt" for n in (
+            "8xh100-gpu5-x8-degraded", "8xh100-gpu2-above-link", "7xh100-gpu7-missing")))),
+        _nvbandwidth),
+    Subject("nvbandwidth device", parse_nvbandwidth, _nvbw(
+        "nvbandwidth.device_to_device", judge_device_to_device, DeviceToDeviceParams), (
+        Source("8 h100 text", read("nvbandwidth/d2d-8xh100-v0.8-read-write-healthy.txt"),
+               True, NVBW_LINES),
+        Source("8 h100 json", read("nvbandwidth/d2d-8xh100-v0.8-read-write-healthy.json"),
+               True),
+        *faulty(*(f"nvbandwidth/d2d-8xh100-{n}" for n in (
+            "gpu2-gpu3-no-peer-access.txt", "gpu6-half-links-degraded.txt",
+            "v0.8-waived.txt", "v0.8-write-error.json")))), _nvbandwidth),
 )
 
 

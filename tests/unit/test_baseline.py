@@ -303,7 +303,9 @@ def test_only_benchmark_figures_are_declared_and_each_is_a_judged_metric():
     assert set(declared) == {
         "fio.seq_read", "fio.seq_write", "fio.rand_read", "fio.checkpoint", "fio.pfs.seq_read",
         "fio.pfs.checkpoint", "nccl.all_reduce", "nccl.all_gather", "nccl.reduce_scatter",
-        "nccl.alltoall", "nccl.sendrecv", "nccl.fabric_all_reduce", "mpi.allreduce"}
+        "nccl.alltoall", "nccl.sendrecv", "nccl.fabric_all_reduce", "mpi.allreduce",
+        "nvbandwidth.host_to_device", "nvbandwidth.device_to_host",
+        "nvbandwidth.device_to_device"}
     assert declared["fio.rand_read"] == {"read_iops": "measured", "read_p99_ms": "clat_p99_ms"}
 
 

@@ -36,6 +36,7 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
         nccl,
         nccl_fabric,
         nic_pcie,
+        nvbandwidth,
         nvlink_errors,
         pairwise,
         peers,
@@ -48,7 +49,7 @@ def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
     for module in (identity, conformance, gpu, topology, infiniband, nic_pcie, redundancy,
                    cooling, fio, nccl, nccl_fabric, mpi, pairwise, fabric_as_built,
                    fabric_links, fabric_errors, fabric_sm, peers, drift, nvlink_errors,
-                   disk_health):
+                   disk_health, nvbandwidth):
         for check in module.CHECKS:
             if check.name in registry or check.name in rack:
                 raise RuntimeError(f"check {check.name} is registered twice")
