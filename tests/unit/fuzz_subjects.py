@@ -251,6 +251,16 @@ SUBJECTS: tuple[Subject, ...] = (
         *faulty(*(f"topology/dcgm-diag-{n}" for n in (
             "r1-all-skip.json", "r2-memory-fail.json", "r2-pcie-warn.json",
             "r2-v3.3-text-gpu3-memory-fail.txt", "r2-v4-text-gpu3-memory-fail.txt"))))),
+    # level 1 (issue 29): node-level Deployment results, judged at the level they are
+    Subject("dcgm level 1", parse_dcgm_diag, lambda r: judge_dcgm(
+        r, DcgmDiagParams(level=1), {}, gpu.HW).status, (
+        Source("r1 v3 json", read("topology/dcgm-diag-r1-v3-json-healthy.json"), True),
+        Source("r1 v3.3 text", read("topology/dcgm-diag-r1-v3.3-text-healthy.txt"), True),
+        Source("r1 v4 json", read("topology/dcgm-diag-r1-v4-json-healthy.json"), True,
+               ANY_LINE, (r'"entity_id": ([0-9]+)',)),
+        *faulty("topology/dcgm-diag-r1-v3-json-gpu3-row-remap-fail.json",
+                "topology/dcgm-diag-r1-v3.3-text-gpu3-row-remap-fail.txt")),
+        lambda d: replace(d, version=None)),  # the version is reported, not judged
     Subject("mpi allreduce", parse_mpi_allreduce, lambda r: judge_allreduce(
         r, mpi.PARAMS, mpi.T, mpi.HW, nodes=mpi.NODES).status, (
         Source("2 nodes", mpi.HEALTHY, True, ANY_LINE, (r'": (-?[0-9.]+)',)),
