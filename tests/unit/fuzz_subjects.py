@@ -44,7 +44,7 @@ from rackgate.checks import load_profile
 from rackgate.checks.conformance import judge_conformance
 from rackgate.checks.cooling import PsuRedfishParams, judge_cdu, judge_psu_redfish
 from rackgate.checks.fio import judge_rand_read, judge_seq_read
-from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
+from rackgate.checks.gpu import GpuHealthParams, SmiTableParams, judge_gpu_health, judge_smi_table
 from rackgate.checks.identity import IdentityParams, judge_identity
 from rackgate.checks.infiniband import LosslessParams, PortsParams, judge_lossless, judge_ports
 from rackgate.checks.mpi import judge_allreduce
@@ -85,6 +85,7 @@ from rackgate.parsers.multipath import parse_multipath_ll
 from rackgate.parsers.nccl_tests import parse_nccl_tests
 from rackgate.parsers.nic_pcie import parse_nic_pcie
 from rackgate.parsers.nvidia_smi import parse_nvidia_smi_text, parse_nvidia_smi_xml
+from rackgate.parsers.nvidia_smi_table import parse_nvidia_smi_table
 from rackgate.parsers.nvlink import parse_nvlink_status
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.parsers.perftest import parse_ib_write_bw
@@ -233,6 +234,15 @@ SUBJECTS: tuple[Subject, ...] = (
         Source("h100 2 gpus", gpu.TEXT, True, gpu.TEXT_LINES,
                (rf"^\s*(?:{gpu.TEXT_LABELS})\s*: (-?[0-9.]+)",)),
         *faulty("gpu/h100-2gpu-filtered-d-performance-truncated.txt"))),
+    # issue 29: plain nvidia-smi, the summary table (the index and ECC count are read)
+    Subject("nvidia-smi table", parse_nvidia_smi_table, lambda r: judge_smi_table(
+        r, SmiTableParams(), {}, H100).status, (
+        Source("h100 8 gpus r570", read("gpu/nvidia-smi-table-8xh100-r570-healthy.txt"), True,
+               ANY_LINE, (r"^\|\s+([0-9]+)  NVIDIA", r"Off \|\s+([0-9]+) \|$")),
+        *faulty(*(f"gpu/nvidia-smi-table-{n}.txt" for n in (
+            "8xh100-r570-gpu3-temp-err", "8xh100-r580-gpu5-device-handle-unknown-error",
+            "8xa40-r525-gpu4-all-err", "no-devices-found")))),
+        lambda t: _no_lines(replace(t, driver_version=None, cuda_version=None))),
     Subject("nvlink", parse_nvlink_status, lambda r: judge_nvlink(
         r, NvLinkParams(), {}, gpu.HW).status, (
         Source("h100 18 links", gpu.NVL, True, r"^\s*(?:GPU|Link) ",
