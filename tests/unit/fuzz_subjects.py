@@ -47,7 +47,7 @@ from rackgate.checks.conformance import judge_conformance
 from rackgate.checks.cooling import PsuRedfishParams, judge_cdu, judge_psu_redfish
 from rackgate.checks.disk_health import judge_disk_health
 from rackgate.checks.fio import judge_rand_read, judge_seq_read
-from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
+from rackgate.checks.gpu import GpuHealthParams, SmiTableParams, judge_gpu_health, judge_smi_table
 from rackgate.checks.identity import IdentityParams, judge_identity
 from rackgate.checks.infiniband import LosslessParams, PortsParams, judge_lossless, judge_ports
 from rackgate.checks.mpi import judge_allreduce
@@ -97,6 +97,7 @@ from rackgate.parsers.nccl_tests import parse_nccl_tests
 from rackgate.parsers.nic_pcie import parse_nic_pcie
 from rackgate.parsers.nvbandwidth import parse_nvbandwidth
 from rackgate.parsers.nvidia_smi import parse_nvidia_smi_text, parse_nvidia_smi_xml
+from rackgate.parsers.nvidia_smi_table import parse_nvidia_smi_table
 from rackgate.parsers.nvlink import parse_nvlink_status
 from rackgate.parsers.nvlink_errors import parse_nvlink_errors
 from rackgate.parsers.pairwise import parse_pairwise
@@ -325,6 +326,15 @@ SUBJECTS: tuple[Subject, ...] = (
         Source("h100 2 gpus", gpu.TEXT, True, gpu.TEXT_LINES,
                (rf"^\s*(?:{gpu.TEXT_LABELS})\s*: (-?[0-9.]+)",)),
         *faulty("gpu/h100-2gpu-filtered-d-performance-truncated.txt"))),
+    # issue 29: plain nvidia-smi, the summary table (the index and ECC count are read)
+    Subject("nvidia-smi table", parse_nvidia_smi_table, lambda r: judge_smi_table(
+        r, SmiTableParams(), {}, H100).status, (
+        Source("h100 8 gpus r570", read("gpu/nvidia-smi-table-8xh100-r570-healthy.txt"), True,
+               ANY_LINE, (r"^\|\s+([0-9]+)  NVIDIA", r"Off \|\s+([0-9]+) \|$")),
+        *faulty(*(f"gpu/nvidia-smi-table-{n}.txt" for n in (
+            "8xh100-r570-gpu3-temp-err", "8xh100-r580-gpu5-device-handle-unknown-error",
+            "8xa40-r525-gpu4-all-err", "no-devices-found")))),
+        lambda t: _no_lines(replace(t, driver_version=None, cuda_version=None))),
     Subject("nvlink", parse_nvlink_status, lambda r: judge_nvlink(
         r, NvLinkParams(), {}, gpu.HW).status, (
         Source("h100 18 links", gpu.NVL, True, r"^\s*(?:GPU|Link) ",
@@ -359,6 +369,16 @@ SUBJECTS: tuple[Subject, ...] = (
         *faulty(*(f"topology/dcgm-diag-{n}" for n in (
             "r1-all-skip.json", "r2-memory-fail.json", "r2-pcie-warn.json",
             "r2-v3.3-text-gpu3-memory-fail.txt", "r2-v4-text-gpu3-memory-fail.txt"))))),
+    # level 1 (issue 29): node-level Deployment results, judged at the level they are
+    Subject("dcgm level 1", parse_dcgm_diag, lambda r: judge_dcgm(
+        r, DcgmDiagParams(level=1), {}, gpu.HW).status, (
+        Source("r1 v3 json", read("topology/dcgm-diag-r1-v3-json-healthy.json"), True),
+        Source("r1 v3.3 text", read("topology/dcgm-diag-r1-v3.3-text-healthy.txt"), True),
+        Source("r1 v4 json", read("topology/dcgm-diag-r1-v4-json-healthy.json"), True,
+               ANY_LINE, (r'"entity_id": ([0-9]+)',)),
+        *faulty("topology/dcgm-diag-r1-v3-json-gpu3-row-remap-fail.json",
+                "topology/dcgm-diag-r1-v3.3-text-gpu3-row-remap-fail.txt")),
+        lambda d: replace(d, version=None)),  # the version is reported, not judged
     Subject("mpi allreduce", parse_mpi_allreduce, lambda r: judge_allreduce(
         r, mpi.PARAMS, mpi.T, mpi.HW, nodes=mpi.NODES).status, (
         Source("2 nodes", mpi.HEALTHY, True, ANY_LINE, (r'": (-?[0-9.]+)',)),

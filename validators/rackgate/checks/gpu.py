@@ -37,6 +37,17 @@ cooling, power delivery or a board fault, and fail by default.
 Every finding is collected first; the worst status wins and the message lists them all.
 Driver and VBIOS versions go to ``details`` for the certificate and rack-wide drift.
 
+gpu.smi_table: plain ``nvidia-smi``, the summary table (``parsers.nvidia_smi_table``), a
+check of its own rather than a second reader of gpu.health: the table holds none of what
+gpu.health judges besides the count (no full product name, no row remapping, clock event
+reasons, power limits or PCIe link), so read as gpu.health's evidence it could only be an
+error, or a pass without evidence. It judges what the table shows: every GPU the profile
+expects listed (indices 0..count-1, the name, cut with ``...`` where the column is too
+narrow, that of the profile's model), no field reading ``ERR!`` (NVML returned an error:
+a GPU fallen off the bus, XID 79, or a GSP timeout; a fail naming the GPU and the field,
+"GPU 3: Temp ERR!"), no volatile uncorrectable ECC error, and no line about a GPU that
+nvidia-smi could not open ("Unable to determine the device handle", "GPU is lost").
+
 >>> from rackgate.profile import GpuSpec
 >>> hw = Hardware(gpu=GpuSpec(model="NVIDIA A100-SXM4-80GB", count=1,
 ...                           source="a doctest, not a real profile"))
@@ -58,6 +69,7 @@ from rackgate.figures import figure
 from rackgate.hardware import PcieLink
 from rackgate.model import Judgement, Status
 from rackgate.parsers.nvidia_smi import REASONS, Gpu, GpuQuery, parse_nvidia_smi_xml
+from rackgate.parsers.nvidia_smi_table import ERR, SmiTable, parse_nvidia_smi_table
 from rackgate.profile import Hardware, PowerCap, Threshold
 
 Reason = Literal["gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
@@ -248,6 +260,56 @@ def judge_gpu_health(q: GpuQuery, params: GpuHealthParams,
                      expected=expected, details=details)
 
 
+class SmiTableParams(Params):
+    """No settings: the table is judged against the profile's ``hardware.gpu``."""
+
+
+def _named(name: str, model: str) -> bool:
+    """Whether the table's name is the model's: equal, or its start cut with '...'."""
+    return name == model or (name.endswith("...") and len(name) > 3
+                             and model.startswith(name[:-3].rstrip()))
+
+
+def judge_smi_table(t: SmiTable, params: SmiTableParams, thresholds: Mapping[str, Threshold],
+                    hardware: Hardware) -> Judgement:
+    spec = hardware.gpu
+    if spec is None:  # applies() skips this case; a direct call must not pass silently
+        return Judgement(Status.ERROR, "the profile expects no GPU: nothing to judge against")
+    findings = [(Status.FAIL, f"nvidia-smi: {e[:160]}") for e in t.device_errors]
+    if len(t.gpus) != spec.count:
+        findings.append((Status.FAIL, f"the table lists {len(t.gpus)} GPU(s), expected "
+                                      f"{spec.count} x {spec.model}"))
+    foreign = sorted({g.index for g in t.gpus} - set(range(spec.count)))
+    if foreign:
+        findings.append((Status.FAIL, f"GPU index {', '.join(map(str, foreign))} is not one "
+                                      f"of the profile's GPUs 0 to {spec.count - 1}"))
+    for g in t.gpus:
+        if g.errors:
+            findings.append((Status.FAIL, f"GPU {g.index}: "
+                                          + ", ".join(f"{f} {ERR}" for f in g.errors)))
+        if g.name != ERR and not _named(g.name, spec.model):
+            findings.append((Status.FAIL, f"GPU {g.index}: is {g.name!r}, expected "
+                                          f"{spec.model!r}"))
+        if g.ecc_uncorrectable:
+            findings.append((Status.FAIL, f"GPU {g.index}: {g.ecc_uncorrectable} uncorrectable "
+                                          "ECC error(s) (volatile)"))
+    findings += [(Status.FAIL, f"{row} ({ERR})") for row in t.other_errors]
+    hint = " (ERR!: NVML returned an error for the field: a GPU fallen off the bus, XID " \
+        "79, or a driver/GSP fault)" if any(g.errors for g in t.gpus) else ""
+    details: dict[str, float | str] = {"gpu_count": len(t.gpus),
+                                       "driver_version": t.driver_version or "unknown",
+                                       "cuda_version": t.cuda_version or "unknown"}
+    for g in t.gpus:
+        details[f"gpu{g.index}"] = f"{g.bus_id} {g.name}"
+    expected = f"{spec.count} x {spec.model}, no ERR!"
+    if not findings:
+        return Judgement(Status.PASS, f"{len(t.gpus)} x {spec.model} in nvidia-smi's table: "
+                         "no ERR! field, no uncorrectable ECC error", float(len(t.gpus)),
+                         "GPUs", expected, None, details)
+    return Judgement(Status.worst(s for s, _ in findings), "; ".join(m for _, m in findings)
+                     + hint, float(len(t.gpus)), "GPUs", expected, None, details)
+
+
 CHECKS = (
     Check(
         name="gpu.health",
@@ -262,7 +324,20 @@ CHECKS = (
         judge=judge_gpu_health,
         applies=gpu_applies,
     ),
+    Check(
+        name="gpu.smi_table",
+        scope=Scope.NODE,
+        tags=frozenset({"gpu"}),
+        description="nvidia-smi's summary table: every GPU listed, no ERR! field (NVML "
+                    "error: a GPU fallen off the bus), no uncorrectable ECC error",
+        params_model=SmiTableParams,
+        metrics=frozenset(),
+        command=lambda p, hv: ["nvidia-smi"],
+        parse=parse_nvidia_smi_table,
+        judge=judge_smi_table,
+        applies=gpu_applies,
+    ),
 )
 
-__all__ = ["BENIGN_REASONS", "CHECKS", "GpuHealthParams", "gpu_applies", "gpu_health_command",
-           "judge_gpu_health"]
+__all__ = ["BENIGN_REASONS", "CHECKS", "GpuHealthParams", "SmiTableParams", "gpu_applies",
+           "gpu_health_command", "judge_gpu_health", "judge_smi_table"]

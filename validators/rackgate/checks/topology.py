@@ -31,6 +31,9 @@ lines fails as having no active NVLink.
 ``gpu.dcgm_diag`` runs ``dcgmi diag -r <level> -j`` (the text table of DCGM 3.x and 4.x is
 read too): any Fail fails the node, naming the test and GPU, any Warn warns, a Skip is no
 pass, and a run in which nothing passed (all skipped) is an error: no evidence of health.
+Node-level results (the Deployment checks, which name no GPU) are judged on their own
+status; per-GPU results must cover exactly the profile's GPUs, and from level 2 on a run
+must hold some (checks.dcgm_evidence): a level-1 run names no GPU in DCGM 2.x/3.x.
 
 >>> from rackgate.profile import GpuSpec
 >>> hw = Hardware(gpu=GpuSpec(model="H100", count=8, nvlinks_per_gpu=18,
@@ -50,6 +53,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from rackgate.checks.base import Check, HostNeeds, Params, Scope
+from rackgate.checks.dcgm_evidence import dcgm_coverage, where
 from rackgate.checks.nvlink_links import bridged_link_findings, exact, printed_floor
 from rackgate.checks.nvlink_topology import nvlink_topology_findings
 from rackgate.figures import figure
@@ -265,64 +269,34 @@ def dcgm_command(params: DcgmDiagParams, hostvars: Mapping[str, Any]) -> list[st
     return ["dcgmi", "diag", "-r", str(params.level), "-j"]
 
 
-def _gpu_text(gpus: tuple[int, ...]) -> str:
-    return f"GPU {', '.join(map(str, gpus))}" if gpus else "the node"
-
-
-def _dcgm_coverage(d: DcgmDiag, hw: Hardware) -> list[tuple[Status, str]]:
-    """Expected: results for exactly GPUs 0..count-1 (DCGM numbers the GPUs as nvidia-smi
-    does), and each per-GPU test with one result for every one of them."""
-    if hw.gpu is None:
-        return []
-    want = set(range(hw.gpu.count))
-    seen = {g for r in d.results for g in r.gpus}
-    if not seen:
-        return [(Status.ERROR, f"no DCGM result names a GPU: no evidence that the "
-                               f"{hw.gpu.count} GPUs were tested")]
-    out: list[tuple[Status, str]] = []
-    if seen - want:
-        out.append((Status.FAIL, f"DCGM reports GPUs {sorted(seen - want)}, which the profile's "
-                                 f"{hw.gpu.count} GPUs (0-{hw.gpu.count - 1}) do not include"))
-    if want - seen:
-        out.append((Status.FAIL, f"DCGM tested GPUs {sorted(seen & want)}, the profile expects "
-                                 f"{hw.gpu.count} (no result for {sorted(want - seen)})"))
-    tests: dict[tuple[str, str], list[int]] = {}
-    for r in d.results:
-        tests.setdefault((r.category, r.test), []).extend(r.gpus)
-    for (_, test), gpus in tests.items():
-        twice = sorted({g for g in gpus if gpus.count(g) > 1})
-        if twice:
-            out.append((Status.ERROR, f"{test} lists GPU {', '.join(map(str, twice))} in more "
-                                      "than one result (duplicated output?)"))
-        lacking = sorted(want & seen - set(gpus))
-        if gpus and lacking:
-            out.append((Status.ERROR, f"{test} has no result for GPU "
-                                      f"{', '.join(map(str, lacking))}: not every GPU was "
-                                      "tested"))
-    return out
-
-
 def judge_dcgm(d: DcgmDiag, params: DcgmDiagParams, thresholds: Mapping[str, Threshold],
                hw: Hardware) -> Judgement:
+    """Each result on its own status (node-level ones too), then which GPUs the run
+    covered at the profile's level (checks.dcgm_evidence)."""
     findings: list[tuple[Status, str]] = []
     for r in d.results:
         if r.status in ("fail", "warn"):
             why = f": {r.warnings[0][:160]}" if r.warnings else ""
             findings.append((Status.FAIL if r.status == "fail" else Status.WARN,
-                             f"{r.test} {r.status}s on {_gpu_text(r.gpus)}{why}"))
+                             f"{r.test} {r.status}s on {where(r)}{why}"))
     passed = [r for r in d.results if r.status == "pass"]
-    if not passed and not any(s is Status.FAIL for s, _ in findings):
+    failed = any(s is Status.FAIL for s, _ in findings)
+    if not passed and not failed:
         findings.append((Status.ERROR, f"no DCGM test passed ({len(d.results)} results, all "
                                        "skipped): no evidence of health"))
-    findings += _dcgm_coverage(d, hw)
+    if hw.gpu is not None:
+        findings += dcgm_coverage(d, params.level, hw.gpu.count, failed)
     if not d.complete and not any(s is Status.FAIL for s, _ in findings):
         findings.append((Status.ERROR, "the text table is cut before its end: no evidence "
                                        "that every test ran"))
+    node = sum(r.scope == "node" for r in d.results)
+    scope = " (node-level checks: the level names no GPU)" if node == len(d.results) else ""
     status, message = _verdict(findings, f"{len(passed)} DCGM results passed at level "
-                                         f"{params.level}")
+                                         f"{params.level}{scope}")
     skipped = sum(r.status == "skip" for r in d.results)
     return Judgement(status, message, float(len(passed)), "results", "no Fail, no Warn", None,
-                     {"form": d.form, "skipped": skipped, "results": len(d.results)})
+                     {"form": d.form, "skipped": skipped, "results": len(d.results),
+                      "node_level": node})
 
 
 CHECKS = (

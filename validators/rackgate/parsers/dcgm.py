@@ -1,113 +1,105 @@
 """Parsers for ``dcgmi diag -r N`` results: the JSON form (``-j``) and the text table.
 
-JSON (NVIDIA DCGM user guide, "DCGM Diagnostics", JSON output). One object with the test
-tree under ``"DCGM GPU Diagnostic"`` (DCGM 2.x/3.x) or ``"DCGM Diagnostic"`` (DCGM 4.x):
-``test_categories`` (Deployment, Integration, Hardware, Stress, ...) -> ``tests`` (``name``)
--> ``results``: one object per GPU or group of GPUs with ``status`` (Pass, Fail, Warn, Skip,
-Not Run; DCGM 1.x wrote them in capitals), ``info`` (a string in 3.x, a list in 4.x) and
-``warnings`` (objects with a ``warning`` text, or plain strings). 3.x names the GPUs in
-``gpu_ids`` (``"0"`` or ``"0,1,2"``); 4.x in ``entity_group`` / ``entity_id``. Results
-without a GPU (the Deployment checks in 3.x) apply to the whole node. Version fields sit
-under ``metadata`` (4.x) or at the top level (3.x).
-
-Text (``dcgmi diag -r N`` without ``-j``; NVIDIA/DCGM ``dcgmi/Diag.cpp``, DCGM 2.x to 4.x):
-after the line ``Successfully ran diagnostic for group.``, a table of a 25-character name
-cell and a 46-character result cell. A ``|-----  Category  ---+---|`` or
-``+-----  Category  ---+---+`` row opens each category. ``Metadata`` (DCGM 3.3 on) holds
-``DCGM Version``, ``Driver Version Detected``, ``GPU Device IDs Detected`` (one ID per GPU
-of the run) and the like. DCGM 3.x prints one row per test, ``Pass - All`` or ``Pass - GPUs:
-1, 2`` with continuation rows (``Fail - GPU: 0``) for the other GPU sets; ``All`` means every
-GPU of the run: GPUs 0..n-1 for the n device IDs (the check runs the default group), or
-without that row the GPUs the other rows name. DCGM 4.x prints the test's overall result,
-then one ``|  | GPU3: Fail |`` row per entity; the overall row is kept only when it says
-more than those (a Fail or Warn none has, or a message of its own). ``Warning`` / ``Error``
-/ ``Info`` rows (4.x: ``Warning: GPU3``) carry a message cut every 45 characters over
-several rows, joined back here; a Warning goes to the result it names (that GPU's entity
-row, or the failing row naming its GPU), an Error row is a failure of its test. A table
-without its closing ``+---+---+`` border is marked incomplete: it can show a failure but is
-no evidence that every test ran.
+JSON (NVIDIA DCGM user guide, "DCGM Diagnostics", JSON output; ``dcgmi/Diag.cpp``). One
+object with the test tree under ``"DCGM GPU Diagnostic"`` (DCGM 2.x/3.x) or ``"DCGM
+Diagnostic"`` (DCGM 4.x): ``test_categories`` (Deployment, Integration, Hardware, Stress,
+...) -> ``tests`` (``name``) -> ``results``: one object per GPU or group of GPUs with
+``status`` (Pass, Fail, Warn, Skip, Not Run; DCGM 1.x wrote them in capitals), ``info``
+(a string in 3.x, a list in 4.x) and ``warnings`` (objects with a ``warning`` text, or
+plain strings; 3.x's Deployment results write the text under ``warnings``). 3.x names the
+GPUs in ``gpu_ids`` (``"0"`` or ``"0,1,2"``); 4.x in ``entity_group`` / ``entity_id``.
+3.x's Deployment checks (the level-1 tests) name no GPU: they are node-level results
+(``dcgm_model``), with the GPU an error is about in ``gpu_id``; any other result that names
+no GPU claims to be a GPU's and names none. Version fields sit under ``metadata`` (4.x)
+or at the top level (3.x); the GPUs of the run under ``"GPU Device IDs"`` (3.x, one
+device ID per GPU) or ``entity_groups`` (4.x). The text table: ``parsers.dcgm_text``.
 
 >>> d = parse_dcgm_diag('{"DCGM Diagnostic": {"test_categories": [{"category": "Hardware",'
 ...     ' "tests": [{"name": "memory", "results": [{"entity_group": "GPU", "entity_id": 3,'
 ...     ' "status": "Fail", "warnings": [{"warning": "DBE on GPU 3"}]}]}]}]}}')
 >>> r = d.results[0]
->>> (r.category, r.test, r.gpus, r.status, r.warnings)
-('Hardware', 'memory', (3,), 'fail', ('DBE on GPU 3',))
+>>> (r.category, r.test, r.gpus, r.status, r.warnings, r.scope)
+('Hardware', 'memory', (3,), 'fail', ('DBE on GPU 3',), 'gpu')
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, TypeGuard
 
 from rackgate.parsers import ParseError
 from rackgate.parsers.damage import oversized
+from rackgate.parsers.dcgm_model import (
+    DEPLOYMENT,
+    JSON_FORMAT,
+    TEXT_FORMAT,
+    DcgmDiag,
+    DiagResult,
+    DiagScope,
+    DiagStatus,
+    diag_status,
+)
+from rackgate.parsers.dcgm_text import PREAMBLE, parse_dcgm_text
 from rackgate.parsers.strict_json import decode
 
-DiagStatus = Literal["pass", "fail", "warn", "skip"]
-_STATUS: dict[str, DiagStatus] = {"pass": "pass", "fail": "fail", "warn": "warn",
-                                  "warning": "warn", "skip": "skip", "not run": "skip",
-                                  "notrun": "skip", "not_run": "skip"}
 _ROOTS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
-JSON_FORMAT = "dcgmi diag -j JSON"
-TEXT_FORMAT = "dcgmi diag text table"
 
 
-@dataclass(frozen=True)
-class DiagResult:
-    """One test's result for a set of GPUs (empty ``gpus``: the whole node)."""
-
-    category: str
-    test: str
-    gpus: tuple[int, ...]
-    status: DiagStatus
-    info: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class DcgmDiag:
-    form: Literal["json", "text"]
-    results: tuple[DiagResult, ...]
-    complete: bool  # False for a text table cut before its closing border
-    version: str | None = None
-
-
-def _status(value: Any, where: str, fmt: str) -> DiagStatus:
-    status = _STATUS.get(str(value).strip().lower()) if isinstance(value, str) else None
-    if status is None:
-        raise ParseError(f"{fmt}: {where}.status is {value!r}, not Pass, Fail, Warn, Skip or "
-                         "Not Run")
-    return status
+def _integer(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _texts(value: Any) -> tuple[str, ...]:
     items = value if isinstance(value, list) else [] if value is None else [value]
     out = []
     for item in items:
-        if isinstance(item, dict):
-            item = item.get("warning", item.get("info", json.dumps(item, sort_keys=True)))
+        if isinstance(item, dict):  # 3.x's Deployment results write their text as 'warnings'
+            item = next((item[k] for k in ("warning", "warnings", "info") if k in item),
+                        json.dumps(item, sort_keys=True))
         out.append(str(item))
     return tuple(out)
 
 
-def _gpus(result: dict[str, Any], where: str) -> tuple[int, ...]:
-    ids = result.get("gpu_ids")
-    if isinstance(ids, int) and not isinstance(ids, bool):
-        return (ids,)
-    if isinstance(ids, str) and ids.strip():
+def _gpus(result: dict[str, Any], category: str, where: str
+          ) -> tuple[tuple[int, ...], DiagScope]:
+    """The GPUs a result names and its scope (``dcgm_model``)."""
+    if "gpu_ids" in result:  # 2.x/3.x per-GPU plugins: "0" or "0,1,2"
+        ids = result["gpu_ids"]
+        if _integer(ids):
+            return (ids,), "gpu"
+        if not isinstance(ids, str) or not ids.strip():
+            return (), "gpu"  # claims GPUs and names none
         parts = [x.strip() for x in ids.split(",")]
         if not all(re.fullmatch(r"[0-9]{1,4}", x) for x in parts):
             raise ParseError(f"{JSON_FORMAT}: {where}.gpu_ids is {ids[:60]!r}, not a list of "
                              "GPU indices")
-        return tuple(int(x) for x in parts)
-    entity = result.get("entity_id")
-    group = str(result.get("entity_group", "GPU"))
-    if isinstance(entity, int) and not isinstance(entity, bool) and group.upper() == "GPU":
-        return (entity,)
-    return ()
+        return tuple(int(x) for x in parts), "gpu"
+    if "entity_group" in result or "entity_id" in result:  # 4.x: one entity per result
+        if str(result.get("entity_group", "GPU")).upper() != "GPU":
+            return (), "node"  # a CPU, a switch: judged on its own result
+        entity = result.get("entity_id")
+        return ((entity,) if _integer(entity) else ()), "gpu"
+    if category.strip().lower() == DEPLOYMENT:  # 2.x/3.x level-1 checks: the node's
+        about = result.get("gpu_id")  # the GPU its error names, where one does
+        return ((about,) if _integer(about) else ()), "node"
+    return (), "gpu"  # DCGM names the GPU of every per-GPU plugin's result
+
+
+def _devices(doc: dict[str, Any]) -> int | None:
+    """How many GPUs the run covered: 3.x lists one device ID per GPU ("GPU Device IDs"),
+    4.x the GPU entities ("entity_groups"); None where the output does not say."""
+    ids = doc.get("GPU Device IDs")
+    if isinstance(ids, list):
+        return len(ids)
+    groups = doc.get("entity_groups")
+    if not isinstance(groups, list):
+        return None
+    gpus = [g.get("entities") for g in groups if isinstance(g, dict)
+            and str(g.get("entity_group", "")).upper() == "GPU"]
+    if len(gpus) != 1 or not isinstance(gpus[0], list):
+        return None
+    return len(gpus[0])
 
 
 def _list(obj: dict[str, Any], key: str, where: str) -> list[Any]:
@@ -137,217 +129,16 @@ def _parse_json(doc: Any) -> DcgmDiag:
                 rw = f"{tw}.results[{ri}]"
                 if not isinstance(res, dict):
                     raise ParseError(f"{JSON_FORMAT}: {rw} is not an object")
+                category = str(cat.get("category", f"category {ci}"))
+                gpus, scope = _gpus(res, category, rw)
                 results.append(DiagResult(
-                    str(cat.get("category", f"category {ci}")),
-                    str(test.get("name", f"test {ti}")), _gpus(res, rw),
-                    _status(res.get("status"), rw, JSON_FORMAT),
-                    _texts(res.get("info")), _texts(res.get("warnings"))))
+                    category, str(test.get("name", f"test {ti}")), gpus,
+                    diag_status(res.get("status"), rw, JSON_FORMAT),
+                    _texts(res.get("info")), _texts(res.get("warnings")), scope))
     meta = doc.get("metadata")
     version = (meta.get("version") if isinstance(meta, dict) else None) or doc.get("version")
-    return DcgmDiag("json", tuple(results), True, None if version is None else str(version))
-
-
-# linear in the line's length (no lazy group before a run of spaces: a line of 100,000
-# spaces took minutes): a row's second cell is its text up to an optional closing '|' and
-# trailing spaces; a category's name runs to the first spaces-dashes-'+' after it
-_ROW = re.compile(r"^\|([^|]*)\|(.*)$")
-_CATEGORY = re.compile(r"^[|+]-+\s+(?=\S)")
-_CATEGORY_END = re.compile(r"(?<=\S)\s+-+\+")
-_BORDER = re.compile(r"^\+[-=]+\+[-=]+\+$")  # both columns: a cut border is no border
-_RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\b"
-                     r"(?:\s*-\s*(?:GPUs?:\s*([0-9,\s]{1,200})|(All)))?\s*$", re.IGNORECASE)
-# DCGM 4: '|  | GPU3: Fail |', one per entity (DcgmFieldsGetEntityGroupString names the kinds)
-_ENTITY = re.compile(r"^(GPU|vGPU|Switch|GPU_I|GPU_CI|LINK|CPU|CPU_CORE|ConnectX)([0-9]{1,4}): "
-                     r"(Pass|Fail|Warn|Skip|Not Run)$", re.IGNORECASE)
-_LABEL = re.compile(r"^(Warning|Error|Info)(?::\s*([A-Za-z_]{1,10}[0-9]{1,4}))?$",
-                    re.IGNORECASE)
-_CODE = re.compile(r"^Code: \([0-9]{1,20}\)$")  # DCGM 3: under 'Diagnostic | Warn - All'
-PREAMBLE = "Successfully ran diagnostic for group."
-_CHUNK = 45  # dcgmi cuts a message every 45 characters (Diag.cpp, DATA_INFO_TAG_LEN)
-_RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
-
-
-@dataclass
-class _Draft:
-    """A result while the table is read: ``entity`` names a DCGM 4 per-entity row
-    ("GPU3"); ``everyone`` a DCGM 3 '- All' row, resolved once the GPUs are known."""
-
-    category: str
-    test: str
-    gpus: tuple[int, ...]
-    status: DiagStatus
-    entity: str = ""
-    everyone: bool = False
-    info: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-class _Table:
-    """One ``dcgmi diag`` text table, fed row by row (dcgmi/Diag.cpp, DCGM 2.x to 4.x)."""
-
-    def __init__(self) -> None:
-        self.drafts: list[_Draft] = []
-        self.test_drafts: list[_Draft] = []  # the current test's: [overall, per entity...]
-        self.meta: dict[str, str] = {}
-        self.category = self.test = ""
-        self.message: tuple[str, str, list[str]] | None = None  # kind, entity, pieces
-        self.complete = self.seen_row = False
-        self.seen: set[tuple[str, ...]] = set()
-
-    def flush(self) -> None:
-        if self.message is None:
-            return
-        kind, entity, pieces = self.message
-        self.message = None
-        words = "".join(pieces).strip()
-        if kind == "error":  # DCGM 3: an Error row is a failure of the test (or category)
-            gpu = re.search(r"\bGPU ([0-9]{1,4})\b", words)
-            self.add(_Draft(self.category, self.test or self.category,
-                            (int(gpu.group(1)),) if gpu else (), "fail", warnings=[words]))
-            return
-        target = self.target(kind, entity, words)
-        (target.warnings if kind == "warning" else target.info).append(words)
-
-    def target(self, kind: str, entity: str, words: str) -> _Draft:
-        label = f"{kind.title()}{': ' + entity if entity else ''}"
-        if entity:
-            found = [d for d in self.test_drafts if d.entity.lower() == entity.lower()]
-            if not found:
-                raise ParseError(f"{TEXT_FORMAT}: a '{label}' row under {self.test!r}, which "
-                                 f"has no {entity} result (edited or mixed output?)")
-            return found[-1]
-        pool = self.test_drafts or self.drafts[-1:]
-        if not pool:
-            raise ParseError(f"{TEXT_FORMAT}: a '{label}' row before any test result")
-        named = re.search(r"\bGPU ?([0-9]{1,4})\b", words)
-        gpu = int(named.group(1)) if named else None
-        for wanted in (("fail", "warn"), ("pass", "skip")):  # the result it explains
-            hit = [d for d in pool if gpu in d.gpus and d.status in wanted]
-            if hit:
-                return hit[0]
-        return pool[-1]
-
-    def once(self, lineno: int, key: tuple[str, ...], what: str) -> None:
-        """dcgmi prints each category, and each test in it, once."""
-        if key in self.seen:
-            raise ParseError(f"{TEXT_FORMAT}: line {lineno}: {what} appears twice "
-                             "(duplicated output?)")
-        self.seen.add(key)
-
-    def add(self, draft: _Draft) -> None:
-        self.drafts.append(draft)
-        self.test_drafts.append(draft)
-
-    def close_test(self) -> None:
-        """DCGM 4 prints a test's overall result, then one row per entity: the overall row
-        only counts when it says more than they do (a Fail or Warn none of them has, or
-        a message of its own)."""
-        self.flush()
-        head, entities = self.test_drafts[:1], [d for d in self.test_drafts if d.entity]
-        if head and entities and not head[0].entity and not head[0].warnings:
-            worst = max(_RANK[d.status] for d in entities)
-            if _RANK[head[0].status] <= worst:
-                self.drafts = [d for d in self.drafts if d is not head[0]]
-        self.test_drafts = []
-
-    def row(self, lineno: int, left: str, cell: str) -> None:
-        right = cell.strip()
-        piece = cell[1:] if cell.startswith(" ") else cell
-        piece = piece[:_CHUNK] if len(piece) > _CHUNK else piece.rstrip()
-        label = _LABEL.match(left)
-        entity = _ENTITY.match(right) if not left else None
-        if self.category.lower() == "metadata":
-            if not left or left in self.meta:
-                raise ParseError(f"{TEXT_FORMAT}: line {lineno}: a Metadata row "
-                                 + (f"{left!r} given twice" if left else "without a name")
-                                 + f": {right[:40]!r}")
-            self.meta[left] = right
-        elif label:
-            self.flush()
-            self.message = (label.group(1).lower(), label.group(2) or "", [piece])
-        elif entity:
-            self.flush()
-            if not self.test_drafts:
-                raise ParseError(f"{TEXT_FORMAT}: line {lineno}: {right!r} belongs to no test")
-            kind, index = entity.group(1), int(entity.group(2))
-            self.add(_Draft(self.category, self.test,
-                            (index,) if kind.upper() == "GPU" else (),
-                            _status(entity.group(3), self.test, TEXT_FORMAT),
-                            entity=f"{kind}{index}"))
-        elif not left and self.message is not None:
-            self.message[2].append(piece)
-        elif not left and _CODE.match(right) and self.test_drafts:
-            self.test_drafts[-1].info.append(right)
-        elif left in ("Diagnostic", "") and right in ("Result", ""):
-            return
-        else:
-            self.flush()
-            if left:
-                self.close_test()
-                self.once(lineno, ("test", self.category, left), f"test {left!r}")
-            res = _RESULT.match(right)
-            if not res:
-                raise ParseError(f"{TEXT_FORMAT}: line {lineno}: result {right[:60]!r} of "
-                                 f"{left or self.test!r} is not 'Pass', 'Fail', 'Warn' or "
-                                 "'Skip' [- GPUs: n, ... | - All], nor 'GPUn: <result>'")
-            self.test = left or self.test
-            ids = res.group(2)
-            parts = [x for x in re.split(r"[,\s]+", ids) if x] if ids else []
-            if any(len(x) > 4 for x in parts):
-                raise ParseError(f"{TEXT_FORMAT}: GPU list {ids.strip()[:40]!r} of "
-                                 f"{self.test!r} is not a list of GPU indices")
-            self.add(_Draft(self.category, self.test, tuple(int(x) for x in parts),
-                            _status(res.group(1), self.test, TEXT_FORMAT),
-                            everyone=res.group(3) is not None))
-
-    def feed(self, lineno: int, line: str) -> None:
-        if _BORDER.match(line):
-            self.close_test()
-            self.complete = self.seen_row
-            return
-        cat = _CATEGORY.match(line)
-        end = _CATEGORY_END.search(line, cat.end()) if cat else None
-        if cat and end:
-            name = line[cat.end():end.start()]
-            self.close_test()
-            self.once(lineno, ("category", name), f"category {name!r}")
-            self.category, self.test, self.seen_row, self.complete = name, "", True, False
-            return
-        row = _ROW.match(line)
-        if not row:
-            raise ParseError(f"{TEXT_FORMAT}: line {lineno}: {line[:60]!r} is not a "
-                             "'| name | result |' row")
-        self.seen_row, self.complete = True, False
-        second = row.group(2).rstrip()
-        self.row(lineno, row.group(1).strip(), second[:-1] if second.endswith("|") else second)
-
-    def result(self) -> DcgmDiag:
-        self.close_test()
-        if not self.drafts:
-            raise ParseError(f"{TEXT_FORMAT}: no test result rows")
-        # '- All' (DCGM 3): every GPU of the run. DCGM lists one device ID per GPU it ran
-        # on, numbered 0..n-1 in the default group (the check passes no -g); without that
-        # row, the GPUs the other rows name.
-        ids = self.meta.get("GPU Device IDs Detected", "")
-        named = sorted({g for d in self.drafts for g in d.gpus})
-        everyone = tuple(range(len([x for x in ids.split(",") if x.strip()]))) \
-            if ids and not ids.endswith("...") else tuple(named)
-        return DcgmDiag("text", tuple(
-            DiagResult(d.category, d.test, everyone if d.everyone else d.gpus, d.status,
-                       tuple(d.info), tuple(d.warnings)) for d in self.drafts),
-            self.complete, self.meta.get("DCGM Version"))
-
-
-def _parse_text(text: str) -> DcgmDiag:
-    table = _Table()
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    first = next((i for i, line in enumerate(lines) if line.strip()), 0)
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip()
-        if not line.strip() or (lineno == first + 1 and line.strip() == PREAMBLE):
-            continue
-        table.feed(lineno, line)
-    return table.result()
+    return DcgmDiag("json", tuple(results), True, None if version is None else str(version),
+                    _devices(doc))
 
 
 def parse_dcgm_diag(text: str) -> DcgmDiag:
@@ -364,7 +155,11 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
                              f"{stripped[end:].strip()[:40]!r}")
         return _parse_json(doc)
     if stripped.startswith(("|", "+", PREAMBLE)):
-        return _parse_text(stripped)
+        return parse_dcgm_text(stripped)
     raise ParseError(f"{JSON_FORMAT}: the output is neither the JSON form (starts with '{{') "
                      f"nor the text table (starts with '+', '|' or {PREAMBLE!r}): "
                      f"{stripped[:40]!r}")
+
+
+__all__ = ["JSON_FORMAT", "PREAMBLE", "TEXT_FORMAT", "DcgmDiag", "DiagResult", "DiagScope",
+           "DiagStatus", "parse_dcgm_diag"]
