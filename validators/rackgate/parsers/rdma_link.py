@@ -10,7 +10,10 @@ LINK_UP, LINK_ERROR_RECOVER, PHY_TEST, UNKNOWN, OPA_OFFLINE, OPA_TEST); ``netdev
 ``netdev_index`` where the port has a net device in the tool's namespace; with ``-d``
 ``caps``. Text: one line per port, ``link mlx5_0/1 subnet_prefix fe80:0000:0000:0000 lid
 12 sm_lid 1 lmc 0 state ACTIVE physical_state LINK_UP netdev ib0``, and with ``-d`` a
-``caps: <...>`` line under it. JSON: an array of objects with those names.
+``caps: <...>`` line under it. JSON: an array of objects with those names. Before iproute2
+5.5 (rdma: "Rewrite custom JSON and prints logic", 2019) the line began ``0/1: mlx5_0/1:``
+(device index and port, then the port's name) and JSON's ``ifname`` was ``mlx5_0/1``:
+both are read, the port number in the name agreeing with the port's.
 
 What the tool does not print is not guessed: there is no rate (``IbPort.rate_gbps`` is
 None; fabric.ports cannot confirm a port's rate from it), and the link layer is read from
@@ -52,15 +55,16 @@ _PREFIX = re.compile(r"[0-9a-f]{4}(?::[0-9a-f]{4}){3}")
 _NETDEV = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,14}", re.ASCII)  # IFNAMSIZ 16
 _UINT = re.compile(r"[0-9]{1,10}")
 _CAP = re.compile(r"[A-Z0-9_]{1,40}")
+_OLD_TEXT = re.compile(r"([0-9]{1,10})/([0-9]{1,3}):")
 _JSON_LINE = 65_536  # without -p the whole array is one line: ~200 characters a port
 
 
-def _uint(value: Any, key: str, where: str, top: int) -> int:
+def _uint(value: Any, key: str, where: str, top: int, low: int = 0) -> int:
     if isinstance(value, str) and _UINT.fullmatch(value):
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
         raise ParseError(f"rdma link: {where}: {key} {str(value)[:40]!r} is not an integer "
-                         f"0-{top}")
+                         f"{low}-{top}")
     return int(value)
 
 
@@ -72,9 +76,14 @@ def _port(rec: dict[str, Any], where: str) -> tuple[str, IbPort]:
         raise ParseError(f"rdma link: {where}: " + (f"{', '.join(foreign)[:60]} is no key "
                                                     "rdma link prints" if foreign else
                                                     f"lacks {', '.join(missing)}"))
-    name = rec["ifname"]
-    device_name(name if isinstance(name, str) else "", "rdma link", where)
-    number = _uint(rec["port"], "port", where, 255)
+    number = _uint(rec["port"], "port", where, 255, 1)  # link.c: ports from 1, no switch
+    name = rec["ifname"] if isinstance(rec["ifname"], str) else ""
+    if "/" in name:  # iproute2 before 5.5: "ifname": "mlx5_0/1", the port's own number
+        name, _, suffix = name.rpartition("/")
+        if suffix != str(number):
+            raise ParseError(f"rdma link: {where}: ifname {rec['ifname'][:40]!r} names another "
+                             f"port than {number}")
+    device_name(name, "rdma link", where)
     state, phys = rec["state"], rec["physical_state"]
     if state not in _STATES or phys not in _PHYS:
         raise ParseError(f"rdma link: {where}: state {str(state)[:30]!r} / physical_state "
@@ -131,11 +140,18 @@ def parse_rdma_link_json(text: str) -> IbStat:
 def _text_record(line: str, lineno: int) -> dict[str, Any]:
     words = line.split()
     where = f"line {lineno}"
+    rec: dict[str, Any] = {}
+    old = _OLD_TEXT.fullmatch(words[0]) if words else None
+    if old and len(words) > 1 and words[1].endswith(":"):  # before 5.5: "0/1: mlx5_0/1: ..."
+        rec["ifindex"] = old.group(1)
+        words = ["link", words[1][:-1], *words[2:]]
+        if old.group(2) != words[1].rpartition("/")[2]:
+            raise ParseError(f"rdma link: {where}: {line[:60]!r} names two port numbers")
     dev, slash, port = words[1].rpartition("/") if len(words) > 1 else ("", "", "")
     if words[:1] != ["link"] or not slash or len(words) % 2:
         raise ParseError(f"rdma link: {where}: {line[:60]!r} is not 'link DEV/PORT key value "
                          "...'")
-    rec: dict[str, Any] = {"ifname": dev, "port": port}
+    rec.update({"ifname": dev, "port": port})
     keys = words[2::2]
     order = [k for k in _TEXT_KEYS if k in keys]
     if keys != order or len(set(keys)) != len(keys):
