@@ -100,7 +100,7 @@ def test_truth3_t1_degraded_alternative_reader_fails_naming_the_port(name: str,
 def test_truth3_t1_rdma_link_healthy_is_accepted_when_the_profile_takes_the_state_alone():
     j = judged(fixture("probe-rdma-8x-ndr-healthy.txt"), unconfirmed_rate="warn")
     assert j.status is Status.WARN and not j.status.blocks_accept, j.message
-    assert j.measured == 8 and "rdma link prints no rate" in j.message
+    assert j.measured == 8 and "rdma link reports no rate" in j.message
     assert j.details["tool"] == "rdma -j link show"
 
 
@@ -288,6 +288,8 @@ def test_truth3_t1_the_probe_starts_nothing_when_no_allowed_tool_is_there(tmp_pa
 
 
 def test_truth3_t1_shipped_profiles_keep_ibstat_first_and_the_strict_rate():
+    from rackgate.parsers.ib_ports import TOOL_ARGV
+    assert list(TOOL_ARGV) == ["ibstat", "ibv_devinfo", "ibstatus", "rdma"]
     for name in ("dgx-h100", "hgx-h200", "dgx-a100"):
         cp = load_profile(name).check("fabric.ports")
         assert cp is not None

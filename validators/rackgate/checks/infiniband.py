@@ -15,9 +15,10 @@ It judges the ports of the profile's NICs of role ``compute`` (``hardware.nics``
 (on each tool's allow-list: ibstat ``Active``/``LinkUp``, ibv_devinfo ``PORT_ACTIVE``/
 ``LINK_UP``, ibstatus ``4: ACTIVE``/``5: LinkUp``, rdma ``ACTIVE``/``LINK_UP``), at
 ``rate_gbps`` (Gb/s: 400 for NDR 4x, 200 for HDR 4x; ibstat's Rate, ibv_devinfo's lanes x
-lane speed, ibstatus's sysfs rate). ``rdma link`` prints no rate: a port it shows up cannot
-be confirmed at the profiled rate, which is an ``error`` unless ``params.unconfirmed_rate``
-is ``warn`` (a site that accepts the state alone from such images). No RDMA device at all
+lane speed, ibstatus's sysfs rate). ``rdma link`` prints no rate (nor does ibstatus where
+the kernel's rate file cannot be read): a port shown up without one cannot be confirmed at
+the profiled rate, which is an ``error`` unless ``params.unconfirmed_rate`` is ``warn`` (a
+site that accepts the state alone from such images). No RDMA device at all
 (empty ibstat output: PROBES.md) fails as "no HCA found"; ibstat's ibpanic/ibwarn lines
 fail it too. The tool, where it was found and the tools not found go into the details, and
 so do firmware versions where the tool prints them.
@@ -37,7 +38,6 @@ Which port belongs to which NIC class (the rule, in order):
 Compute ports decide the status (``fail``). Ports of the roles in ``params.other_roles``
 (e.g. ``[storage]``) are judged the same way but only ``warn``; other roles' ports, down on
 purpose or not, never fail the check. Every finding is listed; the worst one wins.
-
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ from rackgate.profile import Hardware, NicSpec, Threshold
 from rackgate.programs.probes import source
 
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,63}$"
-Tool = Literal["ibstat", "ibv_devinfo", "ibstatus", "rdma"]
+Tool = Literal["ibstat", "ibv_devinfo", "ibstatus", "rdma"]  # the keys of TOOL_ARGV
+DEFAULT_TOOLS: tuple[Tool, ...] = ("ibstat", "ibv_devinfo", "ibstatus", "rdma")
 
 
 class PortsParams(Params):
@@ -75,7 +76,7 @@ class PortsParams(Params):
     other_roles: list[Literal["storage", "management"]] = Field(
         default_factory=list, description="roles also judged, as warn only")
     tools: list[Tool] = Field(
-        default_factory=lambda: list(TOOL_ARGV),  # type: ignore[arg-type]
+        default_factory=lambda: list(DEFAULT_TOOLS),
         description="the port readers allowed, in order of preference: the first on the "
                     "node's PATH is run (ibstat, ibv_devinfo -v, ibstatus, rdma -j link show)")
     unconfirmed_rate: Literal["error", "warn"] = Field(
@@ -212,7 +213,7 @@ def _port_findings(a: PortAssignment, nics: Sequence[NicSpec], severity: Mapping
         if unknown and severity.get(i, Status.PASS) > Status.PASS:
             status = unconfirmed if severity[i] >= Status.FAIL else min(unconfirmed,
                                                                         severity[i])
-            findings.append((status, f"{_spec(n)}: {tool} prints no rate, so nothing confirms "
+            findings.append((status, f"{_spec(n)}: {tool} reports no rate, so nothing confirms "
                                      f"{with_unit(n.rate_gbps, 'Gb/s')} for "
                                      f"{', '.join(unknown)} (params.unconfirmed_rate: "
                                      f"{'error' if unconfirmed is Status.ERROR else 'warn'})"))

@@ -245,6 +245,9 @@ def ibstat_from_devinfo(devices: tuple[IbvDevice, ...], verbose: bool = False) -
     InfiniBand-transport device); a port without them is not that command's output
     (ParseError)."""
     for d in devices:
+        if verbose and not d.transport:
+            raise ParseError(f"ibv_devinfo: {d.hca_id} lacks its transport line, which "
+                             "ibv_devinfo prints for every device (cut output?)")
         for p in d.ports if verbose else ():
             wanted = {"active_width", "active_speed"} | \
                 ({"phys_state"} if d.transport == "InfiniBand" else set())
