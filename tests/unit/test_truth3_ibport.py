@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rackgate.checks import REGISTRY, load_profile
 from rackgate.model import Judgement, Status
@@ -155,6 +157,35 @@ def test_truth3_t1_ibv_devinfo_without_the_v_lines_is_not_the_probes_command():
                     if not line.strip().startswith(("active_width", "active_speed")))
     j = judged(cut)
     assert j.status is Status.ERROR and "ibv_devinfo -v prints" in j.message, j.message
+
+
+def _end_of_last(text: str, key: str) -> int:
+    """The end of the last line holding ``key``: what the judge reads ends there."""
+    return text.index("\n", text.rindex(key))
+
+
+DEGRADED = {  # source -> (its judge's params, numbers the judge reads, end of what it reads)
+    "probe-ibstatus-8x-ndr-healthy.txt": ({}, r"(?:state|rate):\s+([0-9]+)", "link_layer:"),
+    "probe-ibv_devinfo-v-8x-ndr-healthy.txt": (
+        {}, r"^\t\t\t(?:state|active_width|active_speed|phys_state):.*\(([0-9]+)\)$",
+        "phys_state:"),
+    "probe-rdma-8x-ndr-healthy.txt": ({"unconfirmed_rate": "warn"},
+                                      r'"(?:lid|port|ifindex)":([0-9]+)', "]"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEGRADED))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_truth3_t1_degraded_reader_output_never_passes(name: str, data: st.DataObject) -> None:
+    """Issue 11's damage (a line printed twice, a number made non-finite, the output cut
+    before the end of what the judge reads) never passes, nor is it accepted."""
+    from degrade_helpers import BAD, degraded
+    extra, numbers, last = DEGRADED[name]
+    text = fixture(name)
+    assert not judged(text, **extra).status.blocks_accept  # control
+    mutant = data.draw(degraded(text, numbers, r"\S", _end_of_last(text, last)))
+    assert judged(mutant, **extra).status in BAD
 
 
 # ------------------------------------------------------------------ every line accounted for

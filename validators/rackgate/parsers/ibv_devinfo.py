@@ -5,7 +5,8 @@ Layout: per device ``hca_id:<TAB>NAME``, then tab-indented ``key:<TABs>value`` d
 (``transport``, ``fw_ver``, ``node_guid``, ``sys_image_guid``, ``vendor_id``,
 ``vendor_part_id``, ``hw_ver``, ``board_id``, ``phys_port_cnt``; with ``-v`` many more,
 with capability-flag lists and sub-sections that vary by rdma-core version: read, never
-recorded), then per port ``port:<TAB>N`` and its lines. Every port of the device is
+recorded, though none may follow itself: devinfo.c never prints a line twice in a row), then
+per port ``port:<TAB>N`` and its lines. Every port of the device is
 printed, 1 to ``phys_port_cnt`` in order (without ``-i``): a device that lists fewer,
 more or other port numbers is cut or damaged output.
 
@@ -48,6 +49,7 @@ _WIDTHS = {1: 1, 2: 4, 4: 8, 8: 12, 16: 2}  # code -> lanes
 _SPEEDS = {1: "2.5", 2: "5.0", 4: "10.0", 8: "10.0", 16: "14.0", 32: "25.0", 64: "50.0",
            128: "100.0", 256: "200.0"}  # code -> Gb/s per lane
 _MTUS = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+_TRANSPORTS = {0: "InfiniBand", 1: "iWARP", 2: "usNIC", 3: "usNIC UDP", 4: "unspecified"}
 # ... and in ibstat's words
 _AS_IBSTAT_STATE = {"PORT_DOWN": "Down", "PORT_INIT": "Initializing", "PORT_ARMED": "Armed",
                     "PORT_ACTIVE": "Active"}
@@ -176,11 +178,17 @@ class _Device:
         if numbers != list(range(1, int(count) + 1)):
             raise ParseError(f"ibv_devinfo: {where} has phys_port_cnt {count} but lists "
                              f"port(s) {numbers or 'none'} (cut or repeated output?)")
+        transport = self.fields.get("transport", "")
+        m = re.fullmatch(r"(.+) \((-?[0-9]{1,2})\)", transport)
+        if transport and not (m and _TRANSPORTS.get(int(m.group(2)), "invalid transport")
+                              == m.group(1)):
+            raise ParseError(f"ibv_devinfo: {where}: transport {transport[:40]!r} is not what "
+                             "ibv_devinfo prints (NAME (code) from its table)")
         return IbvDevice(self.name, self.fields.get("fw_ver", ""),
                          self.fields.get("vendor_part_id", ""),
                          tuple(_port(n, f, f"{self.name} port {n}")
                                for n, _, f in self.ports),
-                         self.fields.get("transport", "").split(" (")[0])
+                         m.group(1) if m else "")
 
 
 def _port_line(dev: _Device, line: str, lineno: int) -> None:
@@ -203,10 +211,15 @@ def _port_line(dev: _Device, line: str, lineno: int) -> None:
 def parse_ibv_devinfo(text: str) -> tuple[IbvDevice, ...]:
     """Parse ``ibv_devinfo [-v]``; empty output or "No IB devices found" is no device."""
     devices: list[_Device] = []
+    previous = ""
     for lineno, raw in enumerate(text_lines(text, "ibv_devinfo"), 1):
         line = raw.strip()
         if not line or (not devices and line == "No IB devices found"):
             continue
+        if raw == previous:  # devinfo.c never prints one line twice in a row
+            raise ParseError(f"ibv_devinfo: line {lineno}: {line[:60]!r} printed twice in a "
+                             "row (duplicated output?)")
+        previous = raw
         if line.startswith("hca_id:"):
             name = line.partition(":")[2].strip()
             device_name(name, "ibv_devinfo", f"line {lineno}")
