@@ -14,6 +14,7 @@ Three parts, the first two pure:
   not empty; on the launch host, that ``sinfo`` answers and ``srun --test-only`` accepts
   the nodes. The probe is ``programs/probes/preflight.py`` sent as text, every input its own
   argv word, each identifier checked against ``collect.launch``'s patterns first.
+  A check that runs the first of several tools it finds (fabric.ports) needs one of them.
 - :func:`judge` turns the probes' answers into :class:`Problem` records, each naming the
   host, the check and the input (variable, path, tool, device).
 - :func:`run` runs the probes through the collector into a temporary directory (never a run
