@@ -2,7 +2,7 @@
 real port probe) run over it: how tests/fixtures/infiniband/probe-ibstatus-*.txt were
 captured, and how tests/unit/test_truth3_ibport.py captures them again.
 
-The build machine has no RDMA in its kernel (PROBES.md): /sys/class/infiniband does not
+The build machine has no RDMA in its kernel: /sys/class/infiniband does not
 exist, and ``ibstatus`` (a shell script that prints those files) says "Fatal error: No
 devices". Here the files are written as the kernel writes them
 (drivers/infiniband/core/sysfs.c: ``state_show`` ``"%d: %s"``, ``phys_state_show``
