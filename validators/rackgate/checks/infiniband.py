@@ -20,8 +20,8 @@ the kernel's rate file cannot be read): a port shown up without one cannot be co
 the profiled rate, which is an ``error`` unless ``params.unconfirmed_rate`` is ``warn`` (a
 site that accepts the state alone from such images). No RDMA device at all (empty ibstat
 output, as on a kernel without RDMA) fails as "no HCA found"; ibstat's ibpanic/ibwarn
-lines fail it too. The tool, where it was found and the tools not found go into the details, and
-so do firmware versions where the tool prints them.
+lines fail it too. The tool, where it was found and the tools not found go into the
+details, and so do firmware versions where the tool prints them.
 
 Which port belongs to which NIC class (the rule, in order):
 
