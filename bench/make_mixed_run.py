@@ -126,6 +126,12 @@ OVERRIDES = {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {
     "ref": 80, "basis": "bench: a synthetic node class with a slower scratch disk"}}}}}
 
 
+# fabric.ports' evidence is its port probe's output: the header naming the tool that
+# answered (ibstat here), then that tool's output (rackgate.parsers.ib_ports)
+IB_PROBE = ('### rackgate-ib-ports {"argv": ["ibstat"], "path": "/usr/sbin/ibstat", '
+            '"not_found": []}\n')
+
+
 def body(rel: str) -> str:
     """A fixture's tool output, without the provenance header the project adds."""
     text = (FIXTURES / rel).read_text(encoding="utf-8")
@@ -211,7 +217,8 @@ class Mixed:
         profile = profile_from_document(profile_raw, "bench")
         self.params = {c: REGISTRY[c].params_model.model_validate(profile.check(c).params)
                        for c in CHECKS}
-        self.text = {rel: body(rel) for plan in FIXTURE_PLAN.values()
+        self.text = {rel: (IB_PROBE if rel.startswith("infiniband/ibstat") else "") + body(rel)
+                     for plan in FIXTURE_PLAN.values()
                      for rel in [plan[0], *(f for f, _ in plan[1])]}
         self.fio_read = FioVariant(self.text["fio/seq-read-healthy.json"])
         self.nccl = NcclVariant(self.text[NCCL[0]])

@@ -1,4 +1,5 @@
-"""Conformance: every infiniband/ corpus file (../shared/corpus, read at test time) parses,
+"""Conformance: every infiniband/ corpus file (../shared/corpus, read at test time) parses
+(ibstat, ibv_devinfo, and fabric.ports' other readers: ibstatus, rdma link),
 or is refused with a clear ParseError; files whose header says DEGRADED, or notes ports
 down or a failure, are judged degraded against the hardware their own header declares."""
 
@@ -13,7 +14,9 @@ from rackgate.parsers import ParseError
 from rackgate.parsers.infiniband import (
     ibstat_from_devinfo,
     parse_ibstat,
+    parse_ibstatus,
     parse_ibv_devinfo,
+    parse_rdma_link,
 )
 from rackgate.profile import Hardware, NicSpec
 
@@ -47,9 +50,10 @@ DECLARED: dict[str, tuple[Hardware, PortsParams]] = {
     "ibstat-h100-roce-all-active.txt": (Hardware(nics=[
         nic("compute", 8, 400, "Ethernet"), nic("storage", 4, 100, "Ethernet")]),
         PortsParams()),
-    # 2 x dual-port CX-3 InfiniBand (FDR era); ibv_devinfo without -v reports no rate
+    # 2 x dual-port CX-3 InfiniBand (FDR era); ibv_devinfo without -v reports no rate, so
+    # the ports that are up are judged on their state alone (unconfirmed_rate: warn)
     "ibv_devinfo-2x-cx3-dualport-port2-down.txt": (Hardware(nics=[
-        nic("compute", 4, 56, "InfiniBand")]), PortsParams()),
+        nic("compute", 4, 56, "InfiniBand")]), PortsParams(unconfirmed_rate="warn")),
 }
 
 
@@ -62,7 +66,10 @@ def says_degraded(f: CorpusFile) -> bool:
 @pytest.mark.parametrize("f", corpus_params("infiniband"))
 def test_corpus_file_parses_or_is_refused_clearly(f: CorpusFile) -> None:
     name = f.path.name
-    if name.startswith("ibstat"):
+    if name.startswith(("ibstatus", "rdma")):  # fabric.ports' other readers (issue 29)
+        parse = parse_ibstatus if name.startswith("ibstatus") else parse_rdma_link
+        assert parse(f.body).cas, f"{name}: no device parsed"
+    elif name.startswith("ibstat"):
         record = parse_ibstat(f.body)
         assert record.cas, f"{name}: no CA parsed"
     elif name.startswith("ibv_devinfo"):
@@ -75,7 +82,8 @@ def test_corpus_file_parses_or_is_refused_clearly(f: CorpusFile) -> None:
             parse_ibstat(f.body)
 
 
-@pytest.mark.parametrize("f", corpus_params("infiniband", "ib[sv]*"))
+@pytest.mark.parametrize("f", corpus_params("infiniband", "ib[sv]*") +
+                         corpus_params("infiniband", "rdma*"))
 def test_corpus_file_is_judged_as_its_header_says(f: CorpusFile) -> None:
     name = f.path.name
     if name not in DECLARED:
@@ -83,6 +91,8 @@ def test_corpus_file_is_judged_as_its_header_says(f: CorpusFile) -> None:
     hw, params = DECLARED[name]
     if name.startswith("ibv_devinfo"):
         record = ibstat_from_devinfo(parse_ibv_devinfo(f.body))
+    elif name.startswith(("ibstatus", "rdma")):
+        record = (parse_ibstatus if name.startswith("ibstatus") else parse_rdma_link)(f.body)
     else:
         record = parse_ibstat(f.body)
     j = judge_ports(record, params, {}, hw)

@@ -49,7 +49,13 @@ from rackgate.checks.disk_health import judge_disk_health
 from rackgate.checks.fio import judge_rand_read, judge_seq_read
 from rackgate.checks.gpu import GpuHealthParams, SmiTableParams, judge_gpu_health, judge_smi_table
 from rackgate.checks.identity import IdentityParams, judge_identity
-from rackgate.checks.infiniband import LosslessParams, PortsParams, judge_lossless, judge_ports
+from rackgate.checks.infiniband import (
+    LosslessParams,
+    PortsParams,
+    judge_lossless,
+    judge_port_reading,
+    judge_ports,
+)
 from rackgate.checks.mpi import judge_allreduce
 from rackgate.checks.nccl import NcclParams, judge_nccl
 from rackgate.checks.nccl_fabric import judge_fabric, parse_fabric
@@ -85,9 +91,11 @@ from rackgate.parsers.dcb import parse_dcb_sections
 from rackgate.parsers.dcgm import parse_dcgm_diag
 from rackgate.parsers.disk_health import parse_disk_health
 from rackgate.parsers.fio import parse_fio_json
+from rackgate.parsers.ib_ports import parse_port_reading
 from rackgate.parsers.ibcounters import parse_ibcounters
 from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
 from rackgate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
+from rackgate.parsers.ibstatus import parse_ibstatus
 from rackgate.parsers.identity import parse_identity
 from rackgate.parsers.infiniband import parse_ibstat, parse_ibv_devinfo
 from rackgate.parsers.ipmi import parse_ipmi_sdr
@@ -102,6 +110,7 @@ from rackgate.parsers.nvlink import parse_nvlink_status
 from rackgate.parsers.nvlink_errors import parse_nvlink_errors
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.parsers.perftest import parse_ib_write_bw
+from rackgate.parsers.rdma_link import parse_rdma_link
 from rackgate.parsers.redfish import parse_redfish_cooling, parse_redfish_power
 from rackgate.parsers.sminfo import parse_sminfo
 from rackgate.parsers.topology import parse_topo_matrix
@@ -255,6 +264,21 @@ def _nvbandwidth(run: Any) -> Any:
 
 
 NVBW_LINES = r"^(?: ?[0-9]+ .*|SUM .*|Running .*|Device .*|memcpy .*|Waived.*)$"
+# fabric.ports' port probe (issue 29): each reader's output behind the probe's header; the
+# lines and numbers its judge reads (states with their codes, rates, LIDs)
+PROBE_LINES = r"\S"
+PROBE_NUMBERS = (r"(?:state|phys state):\s+([0-9]+): ", r"rate:\s+([0-9]+) Gb",
+                 r"\(([0-9]+)\)$", r"(?:Rate|port_lid|sm_lid): +\t*([0-9]+)",
+                 r'"(?:lid|sm_lid|port|lmc|ifindex)":([0-9]+)')
+IBSTAT_PROBE = ('### rackgate-ib-ports {"argv": ["ibstat"], "path": "/usr/sbin/ibstat", '
+                '"not_found": []}\n')
+
+
+def _accepted(status: Status) -> Status:
+    """``pass`` for what a node's verdict accepts (pass, or the warn of a port whose rate
+    rdma link cannot print, under unconfirmed_rate: warn); any other status as it is."""
+    return Status.PASS if status in (Status.PASS, Status.WARN) else status
+
 IPMI_READ = r"^(PSU1 Status|PSU2 Status|PSU1 Power In|PS Redundancy) "
 IPMI_NUMBERS = (r"\| ([0-9]+) Watts", r"^(?:PSU|PS Red)[^|]*\| ([0-9A-F]{2}h) \|",
                 r"^(?:PSU|PS Red)[^|]*\|[^|]*\|[^|]*\| +([0-9]+)\.[0-9]+ \|",
@@ -482,6 +506,30 @@ SUBJECTS: tuple[Subject, ...] = (
         Source("nvme-cli read-only", disk.HEALTHY.replace(disk.NVME_CLI_V2, disk.section(
             "nvme", "/dev/nvme1n1", 0, disk.fixture(
                 "nvme-cli-2.11-smart-log-read-only-reliability-degraded.json"))), False))),
+    Subject("port probe", parse_port_reading, lambda r: judge_port_reading(
+        r, PortsParams(), {}, ports.DGX).status, (
+        Source("ibstat 8 ndr", IBSTAT_PROBE + ports.IBSTAT, True, PROBE_LINES, PROBE_NUMBERS),
+        Source("ibstatus 8 ndr", read("infiniband/probe-ibstatus-8x-ndr-healthy.txt"), True,
+               PROBE_LINES, PROBE_NUMBERS),
+        Source("ibv_devinfo -v 8 ndr", read("infiniband/probe-ibv_devinfo-v-8x-ndr-healthy.txt"),
+               True, PROBE_LINES, PROBE_NUMBERS),
+        Source("ibstat port down", IBSTAT_PROBE + read("infiniband/ibstat-port-down-mlx5_3.txt"),
+               False),
+        *faulty(*(f"infiniband/probe-{n}.txt" for n in (
+            "ibstatus-port-down-mlx5_3", "ibstatus-hdr-instead-of-ndr-mlx5_9",
+            "ibv_devinfo-v-port-down-mlx5_3", "rdma-8x-ndr-healthy"))))),
+    Subject("port probe rdma", parse_port_reading, lambda r: _accepted(judge_port_reading(
+        r, PortsParams(unconfirmed_rate="warn"), {}, ports.DGX).status), (
+        Source("rdma 12 ports", read("infiniband/probe-rdma-8x-ndr-healthy.txt"), True,
+               PROBE_LINES, PROBE_NUMBERS),
+        *faulty("infiniband/probe-rdma-port-down-mlx5_3.txt"))),
+    Subject("ibstatus", parse_ibstatus, None, (
+        Source("8 ndr", read("infiniband/probe-ibstatus-8x-ndr-healthy.txt").partition("\n")[2],
+               True),)),
+    Subject("rdma link", parse_rdma_link, None, (
+        Source("text -d", read("infiniband/rdma-d-link-show-port-down-mlx5_3.txt"), True),
+        Source("json", read("infiniband/probe-rdma-8x-ndr-healthy.txt").partition("\n")[2],
+               True))),
     Subject("ibv_devinfo", parse_ibv_devinfo, None, (
         Source("ndr mlx5_3 down", ports.DEVINFO, True),)),
     Subject("iblinkinfo", parse_iblinkinfo_ports, None, tuple(

@@ -32,6 +32,9 @@ PROFILE = load_profile("dgx-h100")
 ON_NODE = {"gpu.health": (FIX / "gpu" / "h100-8gpu-healthy.xml").read_text(),
            "fabric.ports": (FIX / "infiniband" / "ibstat-8x-ndr-healthy.txt").read_text()}
 ACROSS = ["fabric.pairwise_bw", "nccl.fabric_all_reduce"]
+# fabric.ports' evidence is its port probe's output: the header (ibstat answered), then ibstat's
+PROBE = {"fabric.ports": '### rackgate-ib-ports {"argv": ["ibstat"], "path": "/usr/sbin/ibstat", '
+                         '"not_found": []}\n'}
 UNREACHABLE = "Failed to connect to the host via ssh: ssh: connect to host 192.0.2.125 port 22: " \
               "No route to host"
 NOT_READY = ("rackgate-slurm-ready: SLURM nodes not ready, nothing was queued: "
@@ -56,7 +59,7 @@ def stored(tmp_path: Path, *, left_out: bool) -> Path:
     """The run; ``left_out``: collected since the jobs leave unreachable nodes out."""
     checks = [*ON_NODE, *ACROSS]
     run = write_run(tmp_path / "runs" / "dgx-32", PROFILE, checks, NODES, launch_host="head01",
-                    evidence={(n, c): _body(t) for n in NODES if n != DEAD
+                    evidence={(n, c): PROBE.get(c, "") + _body(t) for n in NODES if n != DEAD
                               for c, t in ON_NODE.items()},
                     argv=("timeout", "x"), duration_s=5.0)
     store = EvidenceStore(run)

@@ -82,7 +82,9 @@ def test_the_example_probes_what_its_checks_need(example: RunView,
     asked = {(n.kind, n.subject) for n in node.needs}
     assert ("dir", "/raid") in asked  # rackgate_scratch_path, as the profile asks for DGX
     assert {("rdma", f"mlx5_{i}") for i in (0, 3, 4, 5, 6, 9, 10, 11)} <= asked
-    assert {("tool", t) for t in ("fio", "nvidia-smi", "dcgmi", "ibstat", "lspci")} <= asked
+    assert {("tool", t) for t in ("fio", "nvidia-smi", "dcgmi", "lspci", "python3")} <= asked
+    # fabric.ports reads with the first of its port readers found: one of them is wanted
+    assert ("any_tool", "ibstat ibv_devinfo ibstatus rdma") in asked
     assert ("root", "uid 0") in asked  # DMI serials, lspci -vvv
     room = next(n.room_bytes for n in node.needs if n.kind == "dir")
     assert room == 8 * (8 << 30)  # fio.seq_read: 8 jobs of 8G

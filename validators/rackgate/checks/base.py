@@ -70,6 +70,9 @@ class HostNeeds:
     """
 
     tools: tuple[str, ...] = ()  # programs the command runs besides argv[0] (on PATH)
+    # programs of which the command runs the first it finds on PATH (fabric.ports' port
+    # readers): the plan wants at least one of them
+    any_tool: tuple[str, ...] = ()
     # directories the command writes into: (absolute path, bytes it must have free, the
     # inventory variable or profile field naming it)
     dirs: tuple[tuple[str, int, str], ...] = ()

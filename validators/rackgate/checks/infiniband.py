@@ -1,10 +1,27 @@
-"""InfiniBand / RoCE checks: port state of the compute fabric, and RoCE lossless settings.
+"""fabric.ports: the port state of the compute fabric (InfiniBand or RoCE); RoCE lossless
+settings (fabric.roce_lossless) are ``checks.roce_lossless``.
 
-``fabric.ports`` runs ``ibstat`` and judges the ports of the profile's NICs of role
-``compute`` (``hardware.nics``): exactly ``count`` ports with the NIC's ``link_layer`` must
-be State Active, Physical state LinkUp, at ``rate_gbps`` (ibstat's Rate is in Gb/s: 400 for
-NDR 4x, 200 for HDR 4x). Empty ibstat output (no RDMA device: PROBES.md) fails as "no HCA
-found"; ibstat's ibpanic/ibwarn lines fail it too. Firmware versions go into the details.
+``fabric.ports`` reads the ports with the first of ``params.tools`` on the node's PATH
+(default: ``ibstat``, then ``ibv_devinfo -v``, ``ibstatus``, ``rdma -j link show``: the
+usual alternatives, and the only ones some images have). The choice is made on the node
+by a fixed probe (``programs/probes/ib_ports.py``, sent as text: each tool's command an
+argv of ``parsers.ib_ports.TOOL_ARGV``, no shell), which writes the tool it ran first;
+evidence read with a tool ``params.tools`` does not allow is an ``error``, and so is
+output that is not the named tool's (``parsers.ib_ports``). When none is installed the
+probe exits 3 naming them, an ``error``.
+
+It judges the ports of the profile's NICs of role ``compute`` (``hardware.nics``): exactly
+``count`` ports with the NIC's ``link_layer`` must be State Active, Physical state LinkUp
+(on each tool's allow-list: ibstat ``Active``/``LinkUp``, ibv_devinfo ``PORT_ACTIVE``/
+``LINK_UP``, ibstatus ``4: ACTIVE``/``5: LinkUp``, rdma ``ACTIVE``/``LINK_UP``), at
+``rate_gbps`` (Gb/s: 400 for NDR 4x, 200 for HDR 4x; ibstat's Rate, ibv_devinfo's lanes x
+lane speed, ibstatus's sysfs rate). ``rdma link`` prints no rate (nor does ibstatus where
+the kernel's rate file cannot be read): a port shown up without one cannot be confirmed at
+the profiled rate, which is an ``error`` unless ``params.unconfirmed_rate`` is ``warn`` (a
+site that accepts the state alone from such images). No RDMA device at all (empty ibstat
+output, as on a kernel without RDMA) fails as "no HCA found"; ibstat's ibpanic/ibwarn
+lines fail it too. The tool, where it was found and the tools not found go into the
+details, and so do firmware versions where the tool prints them.
 
 Which port belongs to which NIC class (the rule, in order):
 
@@ -21,34 +38,35 @@ Which port belongs to which NIC class (the rule, in order):
 Compute ports decide the status (``fail``). Ports of the roles in ``params.other_roles``
 (e.g. ``[storage]``) are judged the same way but only ``warn``; other roles' ports, down on
 purpose or not, never fail the check. Every finding is listed; the worst one wins.
-
-``fabric.roce_lossless`` reads PFC and DSCP trust with iproute2's inbox ``dcb`` (dcb-pfc(8),
-dcb-app(8), JSON), not the vendor ``mlnx_qos``: for each interface in
-``params.interfaces`` exactly one ``pfc`` and one ``app`` section (a missing, repeated or
-foreign one is an error), PFC on for exactly ``pfc_priority`` and, with ``trust: dscp``,
-the DSCP-to-priority table must map some DSCP value to that priority (mlx5 trusts DSCP
-when the table has entries). The interface names are passed to a fixed ``sh -c`` script as
-positional arguments, never spliced into the script text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import Field
 
-from rackgate.checks.base import Check, CommandError, HostNeeds, Params, Scope
+from rackgate.checks.base import Check, HostNeeds, Params, Scope
 from rackgate.checks.findings import Finding
+from rackgate.checks.roce_lossless import CHECKS as LOSSLESS_CHECKS
+from rackgate.checks.roce_lossless import (
+    LosslessParams,
+    applies_lossless,
+    judge_lossless,
+    lossless_command,
+)
 from rackgate.figures import figure, with_unit
 from rackgate.model import Judgement, Status
-from rackgate.parsers.dcb import DcbPort, parse_dcb_sections
-from rackgate.parsers.infiniband import IbPort, IbStat, parse_ibstat
+from rackgate.parsers.ib_ports import TOOL_ARGV, PortReading, parse_port_reading
+from rackgate.parsers.infiniband import IbPort, IbStat
 from rackgate.profile import Hardware, NicSpec, Threshold
+from rackgate.programs.probes import source
 
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,63}$"
-_IFNAME = r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}$"  # IFNAMSIZ 16; never starts with '-'
+Tool = Literal["ibstat", "ibv_devinfo", "ibstatus", "rdma"]  # the keys of TOOL_ARGV
+DEFAULT_TOOLS: tuple[Tool, ...] = ("ibstat", "ibv_devinfo", "ibstatus", "rdma")
 
 
 class PortsParams(Params):
@@ -57,6 +75,14 @@ class PortsParams(Params):
                                    description="when set, exactly these devices are compute")
     other_roles: list[Literal["storage", "management"]] = Field(
         default_factory=list, description="roles also judged, as warn only")
+    tools: list[Tool] = Field(
+        default_factory=lambda: list(DEFAULT_TOOLS),
+        description="the port readers allowed, in order of preference: the first on the "
+                    "node's PATH is run (ibstat, ibv_devinfo -v, ibstatus, rdma -j link show)")
+    unconfirmed_rate: Literal["error", "warn"] = Field(
+        default="error", description="a compute port up whose rate the tool does not print "
+                                     "(rdma link): error (nothing confirms the profiled rate) "
+                                     "or warn (the site accepts the state alone)")
     timeout_s: int = Field(default=30, ge=5)
 
     def model_post_init(self, __context: Any) -> None:
@@ -64,6 +90,18 @@ class PortsParams(Params):
         for name in [*self.ignore_cas, *self.compute_cas]:
             if not re.match(_NAME, name):
                 raise ValueError(f"device name {name!r} does not match {_NAME}")
+        if not self.tools or len(set(self.tools)) != len(self.tools):
+            raise ValueError(f"tools {self.tools} must name at least one reader, each once")
+
+
+def ports_command(params: PortsParams, hostvars: Mapping[str, Any]) -> list[str]:
+    """The port probe's argv: one ``--`` group per allowed tool, its fixed command.
+
+    >>> ports_command(PortsParams(tools=["ibstat", "rdma"]), {})[3:]
+    ['--', 'ibstat', '--', 'rdma', '-j', 'link', 'show']
+    """
+    groups = [w for t in params.tools for w in ("--", *TOOL_ARGV[t])]
+    return ["python3", "-c", source("ib_ports"), *groups]
 
 
 def applies_ports(hw: Hardware) -> str | None:
@@ -154,30 +192,38 @@ def _assign(ca: str, p: IbPort, params: PortsParams, nics: Sequence[NicSpec],
     return AssignedPort(name, p, None, "unassigned" if same_ll else "unprofiled")
 
 
-def _device_findings(st: IbStat, compute: list[NicSpec]) -> list[Finding]:
-    findings: list[Finding] = [(Status.FAIL, f"ibstat reported an error: {err}")
+def _device_findings(st: IbStat, compute: list[NicSpec], tool: str) -> list[Finding]:
+    findings: list[Finding] = [(Status.FAIL, f"{tool} reported an error: {err}")
                                for err in st.errors]
     if not st.cas:
         want = ", ".join(f"{n.count} x {_spec(n)}" for n in compute) or "RDMA ports"
-        findings.insert(0, (Status.FAIL, f"no HCA found: ibstat listed no RDMA device "
+        findings.insert(0, (Status.FAIL, f"no HCA found: {tool} listed no RDMA device "
                                          f"(the profile expects {want})"))
     return findings
 
 
-def _port_findings(a: PortAssignment, nics: Sequence[NicSpec],
-                   severity: Mapping[int, Status]) -> list[Finding]:
-    """One finding per port that is not up at its class's rate, in ibstat's order."""
+def _port_findings(a: PortAssignment, nics: Sequence[NicSpec], severity: Mapping[int, Status],
+                   unconfirmed: Status, tool: str) -> list[Finding]:
+    """One finding per port that is not up at its class's rate, in the tool's order; one
+    per class for its ports up at a rate the tool does not print (``unconfirmed``, at most
+    the class's severity)."""
     findings: list[Finding] = []
+    for i, n in enumerate(nics):
+        unknown = a.names(i, frozenset({"rate_unknown"}))
+        if unknown and severity.get(i, Status.PASS) > Status.PASS:
+            status = unconfirmed if severity[i] >= Status.FAIL else min(unconfirmed,
+                                                                        severity[i])
+            findings.append((status, f"{_spec(n)}: {tool} reports no rate, so nothing confirms "
+                                     f"{with_unit(n.rate_gbps, 'Gb/s')} for "
+                                     f"{', '.join(unknown)} (params.unconfirmed_rate: "
+                                     f"{'error' if unconfirmed is Status.ERROR else 'warn'})"))
     for ap in a.ports:
-        if ap.nic is None or ap.fate == "up":
+        if ap.nic is None or ap.fate in _COUNTED:
             continue
         p, n, status = ap.port, nics[ap.nic], severity.get(ap.nic, Status.PASS)
         if ap.fate == "link_layer":
             findings.append((status, f"{ap.name}: link layer {p.link_layer}, expected "
                                      f"{n.link_layer}"))
-        elif ap.fate == "rate_unknown":
-            findings.append((Status.WARN, f"{ap.name}: rate not reported by the tool, "
-                                          f"cannot confirm {with_unit(n.rate_gbps, 'Gb/s')}"))
         else:
             why = (f"{_state(p)}, expected Active/LinkUp" if ap.fate == "down" else
                    f"rate {'?' if p.rate_gbps is None else figure(p.rate_gbps)} Gb/s, "
@@ -210,7 +256,8 @@ def _class_findings(a: PortAssignment, nics: Sequence[NicSpec],
 
 def _port_details(st: IbStat, a: PortAssignment, nics: Sequence[NicSpec],
                   severity: Mapping[int, Status]) -> dict[str, float | str]:
-    details: dict[str, float | str] = {f"fw.{ca.name}": ca.firmware_version for ca in st.cas}
+    details: dict[str, float | str] = {f"fw.{ca.name}": ca.firmware_version for ca in st.cas
+                                       if ca.firmware_version}
     unprofiled = [f"{ap.name} {ap.port.link_layer} {_state(ap.port)}" for ap in a.ports
                   if ap.fate == "unprofiled"]
     unassigned = [_unassigned(ap) for ap in a.ports if ap.fate == "unassigned"]
@@ -225,7 +272,7 @@ def _port_details(st: IbStat, a: PortAssignment, nics: Sequence[NicSpec],
 
 
 def judge_ports(st: IbStat, params: PortsParams, thresholds: Mapping[str, Threshold],
-                hardware: Hardware | None = None) -> Judgement:
+                hardware: Hardware | None = None, tool: str = "ibstat") -> Judgement:
     """Judge ibstat's ports against the profile's NIC classes (rule in the module doc).
 
     >>> from rackgate.profile import NicSpec
@@ -239,8 +286,9 @@ def judge_ports(st: IbStat, params: PortsParams, thresholds: Mapping[str, Thresh
     severity = {i: Status.FAIL for i in compute}  # the NIC classes judged, and how hard
     severity.update({i: Status.WARN for i, n in enumerate(nics) if n.role in params.other_roles})
     a = assign_ports(st, params, nics)
-    findings = _device_findings(st, [nics[i] for i in compute])
-    findings += _port_findings(a, nics, severity)
+    findings = _device_findings(st, [nics[i] for i in compute], tool)
+    unconfirmed = Status.ERROR if params.unconfirmed_rate == "error" else Status.WARN
+    findings += _port_findings(a, nics, severity, unconfirmed, tool)
     if st.cas:  # without any device, "no HCA found" says it all
         findings += _class_findings(a, nics, severity)
     details = _port_details(st, a, nics, severity)
@@ -258,108 +306,31 @@ def judge_ports(st: IbStat, params: PortsParams, thresholds: Mapping[str, Thresh
     return Judgement(status, message, float(up), "ports", expected, details=details)
 
 
-# --------------------------------------------------------------------------- RoCE lossless
+def judge_port_reading(r: PortReading, params: PortsParams,
+                       thresholds: Mapping[str, Threshold],
+                       hardware: Hardware | None = None) -> Judgement:
+    """The port probe's evidence: an ``error`` when the tool that answered is not one of
+    ``params.tools``, else its ports judged by :func:`judge_ports`, with the tool named.
 
-PROBE = (
-    'for i do for w in pfc app; do out=$(dcb -j "$w" show dev "$i" 2>&1); rc=$?; '
-    "printf '### rackgate-dcb dev=%s what=%s rc=%d\\n%s\\n' \"$i\" \"$w\" \"$rc\" \"$out\"; "
-    "done; done"
-)
-
-
-class LosslessParams(Params):
-    interfaces: list[str] = Field(default_factory=list,
-                                  description="RoCE netdevs (per host: rackgate_profile_"
-                                              "overrides)")
-    pfc_priority: int = Field(default=3, ge=0, le=7, description="the lossless priority")
-    trust: Literal["dscp", "pcp"] = "dscp"
-    timeout_s: int = Field(default=30, ge=5)
-
-    def model_post_init(self, __context: Any) -> None:
-        import re
-        for name in self.interfaces:
-            if not re.match(_IFNAME, name):
-                raise ValueError(f"interface name {name!r} does not match {_IFNAME}")
-
-
-def lossless_command(params: LosslessParams, hostvars: Mapping[str, Any]) -> list[str]:
-    """The probe's argv: interface names ride as positional arguments.
-
-    >>> lossless_command(LosslessParams(interfaces=["eth2"]), {})[-2:]
-    ['rackgate-roce', 'eth2']
+    >>> from rackgate.parsers.ib_ports import parse_port_reading
+    >>> r = parse_port_reading('### rackgate-ib-ports {"argv": ["ibstatus"], "path": '
+    ...     '"/usr/sbin/ibstatus", "not_found": ["ibstat"]}\\n')
+    >>> judge_port_reading(r, PortsParams(tools=["ibstat"]), {}).message[:60]
+    'the ports were read with ibstatus, which params.tools does n'
     """
-    if not params.interfaces:
-        raise CommandError("fabric.roce_lossless needs params.interfaces (the RoCE netdevs)")
-    return ["sh", "-c", PROBE, "rackgate-roce", *params.interfaces]
-
-
-def applies_lossless(hw: Hardware) -> str | None:
-    if any(n.role == "compute" and n.link_layer == "Ethernet" for n in hw.nics):
-        return None
-    return "the profile has no Ethernet compute NIC: no RoCE fabric to make lossless"
-
-
-def judge_lossless(ports: tuple[DcbPort, ...], params: LosslessParams,
-                   thresholds: Mapping[str, Threshold], hardware: Hardware | None = None,
-                   ) -> Judgement:
-    """Expected: for every interface of ``params.interfaces``, exactly one ``pfc`` and one
-    ``app`` section (the probe asks for both), and nothing for any other interface. A
-    missing, repeated or foreign section is an error naming it; then PFC on exactly the
-    lossless priority and the trust mode."""
-    by_if = {p.interface: p for p in ports}
-    findings: list[tuple[Status, str]] = []
-    prio = params.pfc_priority
-    details: dict[str, float | str] = {}
-    if not params.interfaces:
-        findings.append((Status.ERROR, "params.interfaces names no RoCE interface: nothing "
-                                       "to judge"))
-    for other in ports:
-        if other.interface not in params.interfaces:
-            findings.append((Status.ERROR, f"{other.interface}: dcb output for an interface "
-                                           "not in params.interfaces "
-                                           f"({', '.join(params.interfaces)}): not this "
-                                           "probe's evidence"))
-    for name in params.interfaces:
-        p = by_if.get(name)
-        if p is None:
-            findings.append((Status.ERROR, f"{name}: no dcb output for this interface"))
-            continue
-        for what in ("pfc", "app"):
-            n = p.sections.count(what)
-            if n != 1:
-                findings.append((Status.ERROR, f"{name}: {n} 'dcb {what}' sections, expected "
-                                               "exactly 1" + (" (duplicated output?)" if n
-                                                              else "")))
-        if any(p.sections.count(w) != 1 for w in ("pfc", "app")):
-            continue
-        for err in p.errors:
-            findings.append((Status.FAIL, f"{name}: {err}"))
-        if p.pfc_priorities is not None:
-            details[f"pfc.{name}"] = ",".join(map(str, p.pfc_priorities)) or "none"
-            if p.pfc_priorities != (prio,):
-                findings.append((Status.FAIL, f"{name}: PFC on priorities "
-                                              f"{list(p.pfc_priorities)}, expected exactly "
-                                              f"[{prio}]"))
-        if p.dscp_prio is not None:
-            details[f"dscp_entries.{name}"] = float(len(p.dscp_prio))
-            to_prio = sorted(d for d, q in p.dscp_prio if q == prio)
-            if params.trust == "dscp" and not p.dscp_prio:
-                findings.append((Status.FAIL, f"{name}: no DSCP-to-priority table: the port "
-                                              "trusts PCP, expected DSCP trust"))
-            elif params.trust == "dscp" and not to_prio:
-                findings.append((Status.FAIL, f"{name}: no DSCP value maps to lossless "
-                                              f"priority {prio}"))
-            elif params.trust == "pcp" and p.dscp_prio:
-                findings.append((Status.FAIL, f"{name}: {len(p.dscp_prio)} DSCP-to-priority "
-                                              "entries: the port trusts DSCP, expected PCP"))
-    status = Status.worst(s for s, _ in findings)
-    if findings:
-        message = "; ".join(m for _, m in findings)
-    else:
-        message = (f"PFC on priority {prio} only and {params.trust.upper()} trust on "
-                   f"{', '.join(params.interfaces)}")
-    return Judgement(status, message, expected=f"PFC on [{prio}] only, trust {params.trust}",
-                     details=details)
+    command = " ".join(TOOL_ARGV[r.tool])
+    details: dict[str, float | str] = {"tool": command, "tool_path": r.path}
+    if r.not_found:
+        details["tools_not_found"] = ", ".join(r.not_found)
+    if r.tool not in params.tools:
+        return Judgement(Status.ERROR, f"the ports were read with {r.tool}, which "
+                                       f"params.tools does not allow ({', '.join(params.tools)})",
+                         details=details)
+    j = judge_ports(r.ports, params, thresholds, hardware,
+                    "rdma link" if r.tool == "rdma" else r.tool)
+    why = f" (read with {command}: {', '.join(r.not_found)} not on PATH)" if r.not_found \
+        else f" (read with {command})"
+    return replace(j, message=j.message + why, details={**j.details, **details})
 
 
 CHECKS = (
@@ -368,30 +339,20 @@ CHECKS = (
         scope=Scope.NODE,
         tags=frozenset({"fabric", "infiniband", "roce"}),
         description="Compute fabric ports (InfiniBand or RoCE) Active/LinkUp at the "
-                    "profiled rate and link layer (ibstat)",
+                    "profiled rate and link layer (ibstat, else ibv_devinfo -v, ibstatus "
+                    "or rdma link)",
         params_model=PortsParams,
         metrics=frozenset(),
-        command=lambda params, hostvars: ["ibstat"],
-        needs=lambda p, hv: HostNeeds(rdma_devices=tuple(p.compute_cas)),
-        parse=parse_ibstat,
-        judge=judge_ports,
+        command=ports_command,
+        needs=lambda p, hv: HostNeeds(rdma_devices=tuple(p.compute_cas),
+                                      any_tool=tuple(p.tools)),
+        parse=parse_port_reading,
+        judge=judge_port_reading,
         applies=applies_ports,
     ),
-    Check(
-        name="fabric.roce_lossless",
-        scope=Scope.NODE,
-        tags=frozenset({"fabric", "roce"}),
-        description="RoCE lossless settings: PFC on exactly the lossless priority and DSCP "
-                    "trust (iproute2 dcb)",
-        params_model=LosslessParams,
-        metrics=frozenset(),
-        command=lossless_command,
-        needs=lambda p, hv: HostNeeds(tools=("dcb",), net_devices=tuple(p.interfaces)),
-        parse=parse_dcb_sections,
-        judge=judge_lossless,
-        applies=applies_lossless,
-    ),
+    *LOSSLESS_CHECKS,
 )
 
 __all__ = ["CHECKS", "LosslessParams", "PortsParams", "applies_lossless", "applies_ports",
-           "judge_lossless", "judge_ports", "lossless_command"]
+           "judge_lossless", "judge_port_reading", "judge_ports", "lossless_command",
+           "ports_command"]

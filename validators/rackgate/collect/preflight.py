@@ -14,6 +14,7 @@ Three parts, the first two pure:
   not empty; on the launch host, that ``sinfo`` answers and ``srun --test-only`` accepts
   the nodes. The probe is ``programs/probes/preflight.py`` sent as text, every input its own
   argv word, each identifier checked against ``collect.launch``'s patterns first.
+  A check that runs the first of several tools it finds (fabric.ports) needs one of them.
 - :func:`judge` turns the probes' answers into :class:`Problem` records, each naming the
   host, the check and the input (variable, path, tool, device).
 - :func:`run` runs the probes through the collector into a temporary directory (never a run
@@ -78,6 +79,8 @@ class _Asks:
     def add_needs(self, needs: HostNeeds, check: str) -> None:
         for tool in needs.tools:
             self.add("tool", tool, check)
+        if needs.any_tool:
+            self.add("any_tool", " ".join(needs.any_tool), check)
         for path, room, var in needs.dirs:
             self.add("dir", path, check, room, var)
         for dev in needs.rdma_devices:
@@ -101,6 +104,8 @@ def _argv(python: str, needs: Sequence[Need]) -> tuple[str, ...]:
             argv += ["--dir", n.subject, str(n.room_bytes)]
         elif n.kind in ("tool", "rdma", "net"):
             argv += [f"--{n.kind}", n.subject]
+        elif n.kind == "any_tool":
+            argv += [w for t in n.subject.split() for w in ("--tool", t)]
         elif n.kind == "root":
             argv.append("--root")
         elif n.kind == "secret":
@@ -115,9 +120,10 @@ def _probe(host: str, name: str, asks: _Asks, problems: list[Problem], python: s
     """The probe task of ``asks``; a need whose name is not plain becomes a problem."""
     needs = []
     for n in asks.items.values():
-        pattern = _PATTERNS.get(n.kind)
-        if pattern is not None and not (pattern[0].fullmatch(n.subject)
-                                        and ".." not in n.subject.split("/")):
+        pattern = _PATTERNS.get("tool" if n.kind == "any_tool" else n.kind)
+        subjects = n.subject.split(" ") if n.kind == "any_tool" else [n.subject]
+        if pattern is not None and not all(pattern[0].fullmatch(x) and ".." not in x.split("/")
+                                           for x in subjects):
             problems.append(Problem(host, ", ".join(n.checks),
                                     f"{pattern[1]} {n.subject!r} is not a plain name "
                                     f"(letters, digits, '.', '_', '-'): not probed"))
@@ -248,6 +254,10 @@ def _need_problems(task: Task, need: Need, doc: Mapping[str, Any]) -> list[str]:
     if need.kind == "tool":
         if not doc.get("tools", {}).get(subject):
             return [f"{subject} is not on {where} (command -v {subject} finds nothing)"]
+    elif need.kind == "any_tool":
+        if not any(doc.get("tools", {}).get(t) for t in subject.split()):
+            return [f"none of {', '.join(subject.split())} is on {where} (command -v finds "
+                    "none; the check reads with the first it finds)"]
     elif need.kind == "dir":
         d = doc.get("dirs", {}).get(subject) or {}
         named = f"{need.what} {subject} on {where}"

@@ -9,7 +9,8 @@ from typing import Literal
 from rackgate.collect.task import Task
 
 Severity = Literal["error", "note"]
-Kind = Literal["tool", "dir", "rdma", "net", "root", "secret", "slurm"]
+# "any_tool": one of several programs (subject: their names, space-separated)
+Kind = Literal["tool", "any_tool", "dir", "rdma", "net", "root", "secret", "slurm"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class Need:
     """One thing a probe looks for, and the checks that need it."""
 
     kind: Kind
-    subject: str  # the tool, path, device, variable, or the nodes (slurm)
+    subject: str  # the tool(s), path, device, variable, or the nodes (slurm)
     checks: tuple[str, ...]
     room_bytes: int = 0  # dir: free bytes wanted
     what: str = ""  # dir: the variable naming it; root: why; slurm: the partition
