@@ -534,7 +534,8 @@ def test_drain_cycle_in_the_demo_rack_slurm(provisioned_rack, tmp_path):
 
         dry = rackgate("drain", run_dir, "--dry-run")
         assert dry.returncode == 0, dry.stdout + dry.stderr
-        assert re.search(r"^rg-node01 .* to drain: rackgate ", dry.stdout, re.M), dry.stdout
+        said = rf"^rg-node01 .* to drain: rackgate/drain\[{re.escape(run_id)}\]: "
+        assert re.search(said, dry.stdout, re.M), dry.stdout
         assert "dry run: nothing changed" in dry.stdout
         assert "rg-node01" not in slurm_reasons() and slurm_state("rg-node01") == "idle"
 
