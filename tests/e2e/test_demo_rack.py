@@ -450,8 +450,13 @@ def test_injected_bmc_faults_reject_with_sensor_and_location(provisioned_rack):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("rg-node01 (rack demo-r1 u 38): redundancy.psu_ipmi: fail: PSU2 Status (02h): "
             "Failure detected") in proc.stdout
-    for node, u in (("rg-node01", 38), ("rg-node02", 37)):
-        assert f"{node} (rack demo-r1 u {u}): cooling.cdu: fail: LEAK" in proc.stdout
+    # one CDU, one leak: one reason naming both nodes (issue 30, item 8), each located in
+    # the report's grouped reason
+    leak = [line for line in proc.stdout.splitlines() if "cooling.cdu: fail: LEAK" in line]
+    assert len(leak) == 1 and leak[0].endswith("(on 2 nodes: rg-node01, rg-node02)"), leak
+    grouped = [r for r in report_of(proc)["rack_reasons"] if r["checks"] == ["cooling.cdu"]]
+    assert [(n["name"], n["location"]) for r in grouped for n in r["nodes"]] == [
+        ("rg-node01", "rack demo-r1 u 38"), ("rg-node02", "rack demo-r1 u 37")]
     # healed: the same checks pass again
     again = rackgate("validate", "-i", DEMO, "--profile", "demo",
                      "--checks", "redundancy,cooling")

@@ -231,9 +231,11 @@ def test_summary_without_warnings_has_no_warnings_section():
 
 
 def test_the_warnings_table_is_capped_like_the_blocking_one():
-    nodes = {f"gpu{i:03}": [res(f"gpu{i:03}", FIO, Status.WARN, "a peer outlier",
+    # each node's own message: the same words on several nodes would be one row
+    nodes = {f"gpu{i:03}": [res(f"gpu{i:03}", FIO, Status.WARN, f"a peer outlier ({i})",
                                 measured=500.0),
-                            res(f"gpu{i:03}", PSU, Status.FAIL, "PSU2 failed")] for i in range(64)}
+                            res(f"gpu{i:03}", PSU, Status.FAIL, f"PSU2 failed ({i})")]
+             for i in range(64)}
     md = render_markdown(make_doc(nodes), max_rows=10)
     (blocking, warnings), html = tables(md)
     assert len(blocking) == len(warnings) == 10 and warnings[-1][0] == "gpu009"
@@ -293,7 +295,7 @@ def test_hostile_strings_markdown():
 
 
 def test_big_rack_markdown_is_capped(tmp_path):
-    nodes = {f"gpu{i:03}": [res(f"gpu{i:03}", FIO, Status.FAIL, "slow", measured=1.0),
+    nodes = {f"gpu{i:03}": [res(f"gpu{i:03}", FIO, Status.FAIL, f"slow ({i})", measured=1.0),
                             res(f"gpu{i:03}", PSU, Status.PASS)] for i in range(64)}
     doc = make_doc(nodes)
     md = render_markdown(doc)

@@ -118,20 +118,23 @@ def test_each_rack_is_drawn_with_u1_at_the_bottom_and_nodes_at_their_units():
                     ("n3", ("r2", 20), ok()), ("n4", ("r10", 2), ok())])
     page = Page(render_html(doc))
     assert list(page.racks) == ["rack-r2", "rack-r10"]  # natural order, not r10 < r2
-    for units in page.racks.values():
-        assert [u for u, _ in units] == list(range(42, 0, -1))
+    # sized to the nodes present: the highest U used to the lowest, long gaps folded
+    assert [u for u, _ in page.racks["rack-r10"]] == [38, 2]
+    assert [u for u, _ in page.racks["rack-r2"]] == [20, 1]
     where = {s["text"]: (rack, u) for rack, units in page.racks.items()
              for u, slots in units for s in slots}
     assert where == {"n1": ("rack-r10", 38), "n2": ("rack-r2", 1), "n3": ("rack-r2", 20),
                      "n4": ("rack-r10", 2)}
     caption = render_html(doc).split('id="rack-r2"')[1].split("</figcaption>")[0]
-    assert "2 nodes" in caption and "42U" in caption
+    assert "2 nodes" in caption and "U1&ndash;U20 of a 42U rack" in caption
 
 
 def test_a_rack_is_as_tall_as_its_highest_unit_above_42():
-    (rack,) = elevations(document([("n1", ("r1", 48), ok()), ("n2", ("r1", 3), ok())]))["racks"]
-    assert rack["height"] == 48
-    assert [u["u"] for u in rack["units"]][:2] == [48, 47] and rack["units"][-1]["u"] == 1
+    (rack,) = elevations(document([("n1", ("r1", 48), ok()), ("n2", ("r1", 3), ok()),
+                                   ("n3", ("r1", 5), ok())]))["racks"]
+    assert rack["height"] == 48 and rack["basis"] == "its highest U used"
+    assert [u.get("u") for u in rack["units"]] == [48, None, 5, 4, 3]
+    assert rack["units"][1] == {"gap": True, "top": 47, "bottom": 6, "count": 42}
 
 
 def test_two_nodes_on_one_unit_are_both_drawn_and_the_clash_is_written_out():

@@ -3,8 +3,11 @@
 A table of the problems (warn, fail and error results: skips are not problems; with
 ``--show all`` every result), worst first and then in inventory order, with figures as
 :func:`rackgate.figures.with_unit` writes them; no table when there is nothing to list.
-Then one line of counts per status, the rack verdict, one line per reason (``node
-(location): check: status: message``) and where the reports are. Text from nodes and
+A check that judged several metrics shows each on its own line, the failing one first.
+Then one line of counts per status, the rack verdict (an ACCEPT with how many warnings),
+one line per reason (``node (location): check: status: message``; a reason shared by
+several nodes or checks, such as a rack component's fault or a node that did not answer,
+once, naming them: rackgate.reports.reasons) and where the reports are. Text from nodes and
 evidence is printed as text, never read as console markup.
 """
 
@@ -18,7 +21,8 @@ from rich.table import Table
 from rich.text import Text
 
 from rackgate.figures import with_unit
-from rackgate.model import RackVerdict, Result, Status, Verdict
+from rackgate.model import RackVerdict, Result, Status, Verdict, shown_metrics
+from rackgate.reports.reasons import of_rack
 from rackgate.run import RunOutcome
 
 SHOW = ("problems", "all")  # --show: the rows of the results table
@@ -76,10 +80,51 @@ def results_table(rows: list[Result], show: str) -> Table:
     for col in ("node", "check", "status", "measured", "expected", "message"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        measured = with_unit(r.measured, r.unit) if r.measured is not None else "-"
+        measured, expected = figures(r)
         table.add_row(Text(r.node), Text(r.check), status_cell(r.status), Text(measured),
-                      Text(r.expected or "-"), Text(r.message))
+                      Text(expected), Text(r.message))
     return table
+
+
+def figures(r: Result) -> tuple[str, str]:
+    """The measured and expected cells of a result: one line per metric it judged (the
+    failing one first, its status named), else its figure and band.
+
+    >>> from rackgate.model import Metric
+    >>> figures(Result("n1", "cooling.cdu", Status.FAIL, "low flow", 32.0, "C", "<= 45 C",
+    ...                metrics=(Metric("supply_temp_c", Status.PASS, 32.0, "C", "<= 45 C"),
+    ...                         Metric("flow_lpm", Status.FAIL, 40.0, "L/min", ">= 96 L/min"))))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ('flow_lpm 40 L/min (fail)\\nsupply_temp_c 32 C',
+     'flow_lpm >= 96 L/min\\nsupply_temp_c <= 45 C')
+    """
+    if r.metrics:
+        ms = shown_metrics(r.metrics)
+        return ("\n".join(f"{m.metric} "
+                          f"{'-' if m.measured is None else with_unit(m.measured, m.unit)}"
+                          + (f" ({m.status.label})" if m.status is not Status.PASS else "")
+                          for m in ms),
+                "\n".join(f"{m.metric} {m.expected or '-'}" for m in ms))
+    return (with_unit(r.measured, r.unit) if r.measured is not None else "-",
+            r.expected or "-")
+
+
+def verdict_line(rack: RackVerdict, revision: int) -> str:
+    """The verdict, how many nodes were accepted, and for an ACCEPT how many warnings.
+
+    >>> from rackgate.model import node_verdict, rack_verdict
+    >>> rack = rack_verdict([node_verdict("n1", [Result("n1", "a", Status.WARN, "hot"),
+    ...                                          Result("n1", "b", Status.WARN, "hot")])])
+    >>> verdict_line(rack, 1)
+    'Rack verdict: ACCEPT (1/1 nodes accepted, 2 warnings)'
+    """
+    accepted = sum(1 for n in rack.nodes if n.verdict is Verdict.ACCEPT)
+    warned = sum(1 for n in rack.nodes for r in n.results if r.status is Status.WARN)
+    warnings = f", {warned} warning{'' if warned == 1 else 's'}" \
+        if warned and rack.verdict is Verdict.ACCEPT else ""
+    more = f", revision {revision}" if revision > 1 else ""
+    return (f"Rack verdict: {rack.verdict.value} ({accepted}/{len(rack.nodes)} nodes "
+            f"accepted{warnings}{more})")
 
 
 def print_outcome(outcome: RunOutcome, show: str, out: Console, err: Console) -> None:
@@ -88,14 +133,10 @@ def print_outcome(outcome: RunOutcome, show: str, out: Console, err: Console) ->
     if rows:
         out.print(results_table(rows, show))
     out.print(counts_line(outcome.rack), markup=False, highlight=False)
-    verdict = outcome.rack.verdict
-    colour = "green" if verdict is Verdict.ACCEPT else "red"
-    accepted = sum(1 for n in outcome.rack.nodes if n.verdict is Verdict.ACCEPT)
-    revision = f", revision {outcome.revision}" if outcome.revision > 1 else ""
-    out.print(f"[bold {colour}]Rack verdict: {verdict.value}[/] "
-              f"({accepted}/{len(outcome.rack.nodes)} nodes accepted{revision})")
-    for reason in outcome.rack.reasons:
-        out.print(f"  - {reason}", markup=False, highlight=False)
+    colour = "green" if outcome.rack.verdict is Verdict.ACCEPT else "red"
+    out.print(Text(verdict_line(outcome.rack, outcome.revision), style=f"bold {colour}"))
+    for reason in of_rack(outcome.rack):  # each once, with the nodes it stands for
+        out.print(f"  - {reason.text}", markup=False, highlight=False, soft_wrap=True)
     reports = outcome.reports
     out.print(f"Report (HTML): {reports.html}", markup=False, highlight=False)
     out.print(f"Report (JSON): {reports.json}", markup=False, highlight=False)

@@ -43,10 +43,15 @@ class Inventory:
         return str(loc) if loc else ""
 
     def place(self, host: str) -> dict[str, Any] | None:
-        """Rack and unit from ``rackgate_location`` (``{rack: r12, u: 38}``), for the report's
-        rack elevation; None when either is missing or malformed (:func:`place_of`)."""
-        loc = self.hostvars.get(host, {}).get("rackgate_location")
-        return place_of(loc) if isinstance(loc, Mapping) else None
+        """Rack and unit from ``rackgate_location`` (``{rack: r12, u: 38}``), and the rack's
+        height from ``rackgate_rack_height`` when set, for the report's rack elevation;
+        None when the rack or unit is missing or malformed (:func:`place_of`)."""
+        hv = self.hostvars.get(host, {})
+        loc = hv.get("rackgate_location")
+        if not isinstance(loc, Mapping):
+            return None
+        height = hv.get("rackgate_rack_height")
+        return place_of({**loc, "rack_height": height} if height is not None else loc)
 
 
 RACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -55,13 +60,17 @@ MAX_RACK_U = 60  # the tallest racks sold are 58U; a U above this is a typo
 
 def place_of(loc: Mapping[str, Any]) -> dict[str, Any] | None:
     """``{"rack": name, "u": n}`` from a location mapping (``rackgate_location``, or the
-    words ``rack X u N`` of its text), or None when the rack or unit is missing or not a
-    plain name and a whole unit from 1 to 60.
+    words ``rack X u N`` of its text), with ``rack_height`` as given (``rackgate_rack_height``,
+    judged by the report), or None when the rack or unit is missing or not a plain name and
+    a whole number. A unit the rack cannot have (0, or above its height) is kept: the
+    report flags the node as outside its rack, not as a node without a place.
 
-    >>> place_of({"rack": "r12", "u": 38, "slot": 2})
-    {'rack': 'r12', 'u': 38}
+    >>> place_of({"rack": "r12", "u": 38, "slot": 2}), place_of({"rack": "r12", "u": 0})
+    ({'rack': 'r12', 'u': 38}, {'rack': 'r12', 'u': 0})
     >>> place_of({"rack": "r12", "u": "3.5"}) is None, place_of({"u": 4}) is None
     (True, True)
+    >>> place_of({"rack": "r12", "u": 44, "rack_height": 48})
+    {'rack': 'r12', 'u': 44, 'rack_height': 48}
     """
     rack, u = loc.get("rack"), loc.get("u")
     if isinstance(u, str) and u.isdigit():
@@ -69,9 +78,12 @@ def place_of(loc: Mapping[str, Any]) -> dict[str, Any] | None:
     if not isinstance(rack, str | int) or isinstance(rack, bool) \
             or not RACK_NAME.fullmatch(str(rack)):
         return None
-    if not isinstance(u, int) or isinstance(u, bool) or not 1 <= u <= MAX_RACK_U:
+    if not isinstance(u, int) or isinstance(u, bool):
         return None
-    return {"rack": str(rack), "u": u}
+    place: dict[str, Any] = {"rack": str(rack), "u": u}
+    if loc.get("rack_height") is not None:
+        place["rack_height"] = loc["rack_height"]
+    return place
 
 
 def place_from_text(text: str) -> dict[str, Any] | None:

@@ -49,6 +49,47 @@ class Verdict(StrEnum):
 
 
 @dataclass(frozen=True)
+class Metric:
+    """One metric of a check that judges several (``cooling.cdu``: supply and return
+    temperature and flow), as its judge judged it: its own figure, unit, pass band and
+    status, so that a report shows the figure that failed with its own bound, never the
+    check's headline figure beside another metric's verdict.
+
+    >>> m = Metric("flow_lpm", Status.FAIL, 40.0, "L/min", ">= 96 L/min", lower=96.0)
+    >>> m.to_doc()["status"], m.to_doc()["lower"], m.to_doc()["upper"]
+    ('fail', 96.0, None)
+    """
+
+    metric: str  # the profile's threshold name, e.g. flow_lpm
+    status: Status
+    measured: float | None
+    unit: str
+    expected: str  # the pass band as text, as a result's ``expected``
+    lower: float | None = None  # the pass bounds (a floor, a ceiling), for the charts
+    upper: float | None = None
+
+    def to_doc(self) -> dict[str, float | str | None]:
+        return {"metric": self.metric, "status": self.status.label,
+                "measured": self.measured, "unit": self.unit, "expected": self.expected,
+                "lower": self.lower, "upper": self.upper}
+
+
+# The order a result's metrics are shown in: the failing figure first, then the ones that
+# could not be measured, the warnings, and what passed (the reports' row order too).
+SHOWN_FIRST = (Status.FAIL, Status.ERROR, Status.WARN, Status.SKIP, Status.PASS)
+
+
+def shown_metrics(metrics: Iterable[Metric]) -> list[Metric]:
+    """``metrics`` in the order reports show them (``SHOWN_FIRST``; else as judged).
+
+    >>> [m.metric for m in shown_metrics([Metric("t", Status.PASS, 32.0, "C", "<= 45 C"),
+    ...                                   Metric("f", Status.FAIL, 40.0, "L/min", ">= 96")])]
+    ['f', 't']
+    """
+    return sorted(metrics, key=lambda m: SHOWN_FIRST.index(m.status))
+
+
+@dataclass(frozen=True)
 class Judgement:
     """What a check's judge decides from a parsed record (no node, no evidence path yet)."""
 
@@ -60,6 +101,10 @@ class Judgement:
     percent_of_limit: float | None = None
     details: dict[str, float | str] = field(default_factory=dict)
     better: Better = None  # which way the measured figure improves, for peer comparison
+    # Each metric judged, when the judge judged several: the headline above (``measured``,
+    # ``unit``, ``expected``) stays the check's own figure of record (diff, history,
+    # baselines and the peer comparison compare it run to run, node to node)
+    metrics: tuple[Metric, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,11 +122,12 @@ class Result:
     evidence: str | None = None  # path relative to the run directory
     details: dict[str, float | str] = field(default_factory=dict)
     better: Better = None
+    metrics: tuple[Metric, ...] = ()  # as Judgement.metrics
 
     @classmethod
     def from_judgement(cls, node: str, check: str, j: Judgement, evidence: str | None) -> Result:
         return cls(node, check, j.status, j.message, j.measured, j.unit, j.expected,
-                   j.percent_of_limit, evidence, dict(j.details), j.better)
+                   j.percent_of_limit, evidence, dict(j.details), j.better, j.metrics)
 
 
 @dataclass(frozen=True)

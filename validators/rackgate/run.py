@@ -318,7 +318,7 @@ def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
     rack, doc = judged_document(run_dir, manifest, profile, profiles, collected_with, fabric)
     if compare is not None:
         doc = with_diff(doc, compare)
-    reports = write_reports(doc, out)
+    reports = write_reports(doc, out, run_dir)
     try:
         conn = open_history(default_history_path(run_dir.resolve().parent))
         try:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rackgate.figures import figure, with_unit
-from rackgate.model import Better, Judgement, Result, Status
+from rackgate.model import Better, Judgement, Metric, Result, Status
 from rackgate.profile import Hardware, Threshold
 from rackgate.thresholds import Direction, band
 
@@ -250,3 +250,19 @@ def compare(measured: float, threshold: Threshold, what: str) -> Judgement:
         better = "lower"
     return Judgement(Status.PASS if ok else Status.FAIL, message, measured, threshold.unit,
                      expected, percent, better=better)
+
+
+def metric_of(metric: str, threshold: Threshold, j: Judgement | None = None) -> Metric:
+    """One entry of a judgement's ``metrics``: ``metric`` as :func:`compare` judged it
+    against ``threshold``, or, without a judgement, an ``error``: it was not measured.
+
+    >>> t = Threshold(unit="L/min", ref=120, min_ratio=0.8, basis="a figure for the test")
+    >>> m = metric_of("flow_lpm", t, compare(40.0, t, "coolant flow"))
+    >>> m.status.label, m.measured, m.expected, m.lower
+    ('fail', 40.0, '>= 96 L/min (0.8 x 120 L/min)', 96.0)
+    >>> metric_of("flow_lpm", t).status.label
+    'error'
+    """
+    status, measured = (j.status, j.measured) if j is not None else (Status.ERROR, None)
+    return Metric(metric, status, measured, threshold.unit, band(threshold),
+                  threshold.lower_bound, threshold.upper_bound)

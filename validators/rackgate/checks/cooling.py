@@ -16,7 +16,9 @@ param). A leak detector in any state but OK fails the check, whatever else holds
 the CDU or a connector that is not Enabled and OK. Every connector of the judged loop must
 report supply and return temperature and flow, each physically plausible (bounds and basis
 above ``CduParams``); the worst of each (maximum temperature, minimum flow) is judged
-against the profile's thresholds; a missing or implausible reading is an error. Hardware
+against the profile's thresholds; a missing or implausible reading is an error. The result
+carries each metric judged (``metrics``: its figure, band and status), so that the reports
+show the one that failed; its headline figure stays the supply temperature. Hardware
 profiles have no cooling field yet: the check applies wherever the profile lists it, so
 list it for liquid-cooled racks only.
 """
@@ -28,7 +30,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rackgate.checks.base import SECRET_FILE, Check, CommandError, Params, Scope, compare
+from rackgate.checks.base import (
+    SECRET_FILE,
+    Check,
+    CommandError,
+    Params,
+    Scope,
+    compare,
+    metric_of,
+)
 from rackgate.checks.redfish_power import (
     HEALTH_STATES,
     ID_PATTERN,
@@ -37,7 +47,7 @@ from rackgate.checks.redfish_power import (
 )
 from rackgate.checks.redfish_power import status_findings as _status_findings
 from rackgate.figures import figure
-from rackgate.model import Judgement, Status
+from rackgate.model import Judgement, Metric, Status
 from rackgate.parsers.redfish import (
     CoolingRecord,
     parse_redfish_cooling,
@@ -183,10 +193,12 @@ def judge_cdu(rec: CoolingRecord, params: CduParams, thresholds: Mapping[str, Th
             errors.append(f"connector {c.name} supply pressure {why}")
     details: dict[str, float | str] = {"connectors": len(loop), "loop": params.loop}
     main: Judgement | None = None
+    metrics: list[Metric] = []  # each metric with its own figure, band and status
     for metric in ("supply_temp_c", "flow_lpm", "return_temp_c"):
         attr, worst, what = _METRICS[metric]
         if not loop:
             errors.append(f"no {what} reading on the {params.loop} connectors")
+            metrics.append(metric_of(metric, thresholds[metric]))
             continue
         values = []
         for c in loop:
@@ -198,10 +210,12 @@ def judge_cdu(rec: CoolingRecord, params: CduParams, thresholds: Mapping[str, Th
             else:
                 values.append(v)
         if not values:
+            metrics.append(metric_of(metric, thresholds[metric]))
             continue
         value = float(worst(values))
         details[metric] = value
         j = compare(value, thresholds[metric], what)
+        metrics.append(metric_of(metric, thresholds[metric], j))
         main = main or j
         if j.status is Status.FAIL:
             fails.append(j.message)
@@ -215,9 +229,9 @@ def judge_cdu(rec: CoolingRecord, params: CduParams, thresholds: Mapping[str, Th
     message = "; ".join(findings) if findings else \
         f"no leak, CDU healthy; {main.message if main else ''}"
     if main is None:
-        return Judgement(status, message, details=details)
+        return Judgement(status, message, details=details, metrics=tuple(metrics))
     return Judgement(status, message, main.measured, main.unit, main.expected,
-                     main.percent_of_limit, details, main.better)
+                     main.percent_of_limit, details, main.better, tuple(metrics))
 
 
 CHECKS = (

@@ -25,9 +25,17 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from rackgate.checks.base import Check, CommandError, HostNeeds, Params, Scope, compare
+from rackgate.checks.base import (
+    Check,
+    CommandError,
+    HostNeeds,
+    Params,
+    Scope,
+    compare,
+    metric_of,
+)
 from rackgate.figures import figure
-from rackgate.model import Judgement, Status
+from rackgate.model import Judgement, Metric, Status
 from rackgate.parsers.fio import FioDirection, FioJob, FioRun, parse_fio_json
 from rackgate.profile import Hardware, Threshold
 from rackgate.thresholds import Direction
@@ -197,13 +205,15 @@ def _details(run: FioRun, dirs: list[FioDirection]) -> dict[str, float | str]:
     return details
 
 
-def _worst(judgements: list[Judgement], details: dict[str, float | str]) -> Judgement:
-    """One judgement from several metrics: the first is the headline figure, worst wins."""
+def _worst(judgements: list[Judgement], details: dict[str, float | str],
+           metrics: tuple[Metric, ...] = ()) -> Judgement:
+    """One judgement from several metrics (each in ``metrics``): the first is the headline
+    figure, worst wins."""
     head = judgements[0]
     status = Status.worst(j.status for j in judgements)
     return Judgement(status, "; ".join(j.message for j in judgements), head.measured,
                      head.unit, "; ".join(j.expected for j in judgements),
-                     head.percent_of_limit, details, head.better)
+                     head.percent_of_limit, details, head.better, metrics)
 
 
 def _judge_bw(which: str, metric: str, what: str) -> Any:
@@ -252,14 +262,17 @@ def judge_rand_read(run: FioRun, params: FioParams, thresholds: Mapping[str, Thr
     if err:
         return err
     details = _details(run, dirs)
-    js = [compare(round(sum(d.iops for d in dirs)), thresholds["read_iops"], "random read")]
+    iops = compare(round(sum(d.iops for d in dirs)), thresholds["read_iops"], "random read")
+    judged = metric_of("read_iops", thresholds["read_iops"], iops)
     p99 = details.get("clat_p99_ms")
     if not isinstance(p99, float):
         return Judgement(Status.ERROR, "fio reported no 99th-percentile completion latency "
                                        f"(clat_ns.percentile): {_no_p99(run.jobs[0], dirs)}: "
-                                       "cannot judge read_p99_ms", details=details)
-    js.append(compare(p99, thresholds["read_p99_ms"], "p99 completion latency"))
-    return _worst(js, details)
+                                       "cannot judge read_p99_ms", details=details,
+                         metrics=(judged, metric_of("read_p99_ms", thresholds["read_p99_ms"])))
+    latency = compare(p99, thresholds["read_p99_ms"], "p99 completion latency")
+    return _worst([iops, latency], details,
+                  (judged, metric_of("read_p99_ms", thresholds["read_p99_ms"], latency)))
 
 
 def _no_pfs(hw: Hardware) -> str | None:

@@ -71,6 +71,8 @@ def _not_finite(r: Result) -> str | None:
     figures: list[tuple[str, object]] = [("measured", r.measured),
                                          ("percent_of_limit", r.percent_of_limit)]
     figures += [(f"details.{k}", v) for k, v in r.details.items()]
+    figures += [(f"metrics.{m.metric}.{k}", v) for m in r.metrics
+                for k, v in (("measured", m.measured), ("lower", m.lower), ("upper", m.upper))]
     for name, value in figures:
         if isinstance(value, float) and not math.isfinite(value):
             return f"{name} = {value}"

@@ -4,7 +4,9 @@
 docs/report-schema.md); the HTML report is rendered from that same document, so the
 two cannot disagree. Every threshold an override changed is in it (``profile.changes``,
 ``nodes[].threshold_changes``), and :func:`changed_thresholds` is how the HTML, Markdown and
-JUnit reports list them.
+JUnit reports list them. ``rack_reasons`` are the verdict's reasons each once
+(rackgate.reports.reasons); a result of a check that judged several metrics carries each in
+``metrics`` (:func:`shown_metrics`: the order the reports show them in).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from rackgate.documents import DocumentError, load_json
-from rackgate.model import RackVerdict, Status
+from rackgate.model import SHOWN_FIRST, RackVerdict, Result, Status
 from rackgate.profile import Profile
+from rackgate.reports.reasons import MAX_NAMED as MAX_NAMED
+from rackgate.reports.reasons import named as named
+from rackgate.reports.reasons import of_rack
 from rackgate.store.evidence import attempt_of
 from rackgate.store.manifest import revisions_of
 
@@ -46,6 +51,37 @@ def _profile_doc(profile: Profile) -> dict[str, Any]:
 def _own_changes(node_profile: Profile, profile: Profile) -> list[dict[str, Any]]:
     """The thresholds a node's inventory overrides changed beyond the rack's profile."""
     return [c.to_doc() for c in node_profile.changes if c not in profile.changes]
+
+
+def _result_doc(r: Result, evidence_sha256: Mapping[tuple[str, str], str],
+                durations: Mapping[tuple[str, str], float]) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "check": r.check,
+        "status": r.status.label,
+        "message": r.message,
+        "measured": r.measured,
+        "unit": r.unit,
+        "expected": r.expected,
+        "percent_of_limit": r.percent_of_limit,
+        "evidence": r.evidence,
+        "evidence_sha256": evidence_sha256.get((r.node, r.check)),
+        "attempt": attempt_of(r.evidence) if r.evidence else None,
+        "duration_s": durations.get((r.node, r.check)),
+        "details": r.details,
+    }
+    if r.metrics:  # a check judging several metrics: each with its figure, band, status
+        doc["metrics"] = [m.to_doc() for m in r.metrics]
+    return doc
+
+
+def shown_metrics(r: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A result's metrics as the reports show them: the failing figure first, then the
+    ones not measured, the warnings, and what passed (``rackgate.model.SHOWN_FIRST``);
+    ``[]`` for a result judged on one figure (its ``measured`` and ``expected``)."""
+    order = [s.label for s in SHOWN_FIRST]
+    metrics = r.get("metrics") or []
+    return sorted(metrics, key=lambda m: order.index(m["status"])
+                  if m.get("status") in order else len(order))
 
 
 def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Profile,
@@ -77,20 +113,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
             "profile_sha256": node_profile.sha256,
             "overridden": node_profile.sha256 != profile.sha256,
             "threshold_changes": _own_changes(node_profile, profile),
-            "results": [{
-                "check": r.check,
-                "status": r.status.label,
-                "message": r.message,
-                "measured": r.measured,
-                "unit": r.unit,
-                "expected": r.expected,
-                "percent_of_limit": r.percent_of_limit,
-                "evidence": r.evidence,
-                "evidence_sha256": evidence_sha256.get((r.node, r.check)),
-                "attempt": attempt_of(r.evidence) if r.evidence else None,
-                "duration_s": durations.get((r.node, r.check)),
-                "details": r.details,
-            } for r in n.results],
+            "results": [_result_doc(r, evidence_sha256, durations) for r in n.results],
         })
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -101,6 +124,9 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
         "attempts": revisions,
         "verdict": rack.verdict.value,
         "reasons": list(rack.reasons),
+        # the same reasons, each once: a rack component's fault or a node that did not
+        # answer is one reason naming the nodes and checks it stands for (reports.reasons)
+        "rack_reasons": [r.to_doc() for r in of_rack(rack)],
         "summary": {
             "nodes": len(rack.nodes),
             "accepted": sum(1 for n in rack.nodes if n.verdict.value == "ACCEPT"),
@@ -128,15 +154,6 @@ def changed_thresholds(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                                                             "(inventory)", "nodes": []})
             row["nodes"].append(n["name"])
     return rows + list(by_change.values())
-
-
-MAX_NAMED = 20  # a changed threshold's row names at most this many nodes
-
-
-def named(nodes: Sequence[str]) -> str:
-    """Nodes as a row names them: at most ``MAX_NAMED``, then how many more."""
-    more = f" and {len(nodes) - MAX_NAMED} more" if len(nodes) > MAX_NAMED else ""
-    return ", ".join(nodes[:MAX_NAMED]) + more
 
 
 def change_line(c: Mapping[str, Any]) -> str:

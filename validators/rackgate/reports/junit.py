@@ -7,14 +7,16 @@ the property ``rackgate.status`` = ``warn`` (Jenkins' junit plugin keeps a testc
 properties when asked to, GitLab ignores them; the other statuses need no property, JUnit's
 own elements say them); skip: ``<skipped>``; fail: ``<failure type="threshold">``; error:
 ``<error type="evidence">``. Every case's ``<system-out>`` names the node's location,
-measured and expected values and the evidence file. A rejected node with no blocking result
-(no check judged) becomes an ``<error type="verdict">`` case in the suite
-``rackgate.verdict``, so CI cannot go green on a rejected rack. A case's ``time`` is how
-long its evidence's command ran (``duration_s``; 0 without one), a suite's and the root's
-the sum of their cases'. Characters that XML 1.0 forbids are written as ``\\xNN`` text, so
-the file always parses. Each suite's properties name the run, the profile and its sha256,
-the rack verdict, the revision, and every threshold an override changed
-(``threshold_changed``: check, metric, old -> new band, what it loosens, its basis).
+measured and expected values and the evidence file, and for a check that judged several
+metrics one ``metric`` line each (its status, figure and band; the failing one first). A
+rejected node with no blocking result (no check judged) becomes an ``<error
+type="verdict">`` case in the suite ``rackgate.verdict``, so CI cannot go green on a
+rejected rack. A case's ``time`` is how long its evidence's command ran (``duration_s``; 0
+without one), a suite's and the root's the sum of their cases'. Characters that XML 1.0
+forbids are written as ``\\xNN`` text, so the file always parses. Each suite's properties
+name the run, the profile and its sha256, the rack verdict, the revision, and every
+threshold an override changed (``threshold_changed``: check, metric, old -> new band, what
+it loosens, its basis).
 
 >>> doc = {"run": {"run_id": "r1"}, "profile": {"name": "demo"}, "verdict": "REJECT",
 ...        "nodes": [{"name": "n1", "location": "r1 u1", "verdict": "REJECT", "results": [
@@ -37,7 +39,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rackgate.figures import figure, with_unit
-from rackgate.reports import change_line, changed_thresholds
+from rackgate.reports import change_line, changed_thresholds, shown_metrics
 
 # Not allowed anywhere in an XML 1.0 document, not even as character references.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -63,6 +65,10 @@ def _details(node: Mapping[str, Any], r: Mapping[str, Any]) -> str:
     lines = [f"{r['status'].upper()}: {r['message']}", f"node: {node['name']}",
              f"location: {node.get('location') or 'unknown'}", f"measured: {measured}",
              f"expected: {r.get('expected') or 'none'}", f"evidence: {evidence}"]
+    # a check judging several metrics: each with its own figure and band, failing first
+    lines += [f"metric {m['metric']}: {m['status'].upper()} "
+              f"{'none' if m.get('measured') is None else with_unit(m['measured'], m['unit'])}"
+              f", expected {m.get('expected') or 'none'}" for m in shown_metrics(r)]
     if r.get("details"):
         # "; " between them: a figure's thousands separator is a comma
         lines.append("details: " + "; ".join(f"{k}={_value(v)}" for k, v in r["details"].items()))

@@ -1,9 +1,13 @@
 """A short Markdown summary for a ticket, rendered from the JSON report document.
 
-Verdict first, then a table of only the blocking results (what a replacement ticket
-needs: node, location, check, status, measured, expected, message, evidence), then, when
-there are any, a "Warnings" table of the warn results (same columns: they do not block
-acceptance but deserve a look), then one line per check with its counts per status, then
+Verdict first (an ACCEPT with how many warnings), then a table of only the blocking
+results (what a replacement ticket needs: node, location, check, status, measured,
+expected, message, evidence), then, when there are any, a "Warnings" table of the warn
+results (same columns: they do not block acceptance but deserve a look). Each row is one
+reason (rackgate.reports.reasons): a rack component's fault on every node, or a node that
+did not answer on each of its checks, is one row naming the nodes or checks. A check that
+judged several metrics has each in its measured and expected cells, the failing one first.
+Then one line per check with its counts per status, then
 the profile and its sha256, then every threshold an override changed (old -> new, what
 it loosens, its basis, who set it). At most ``max_rows`` rows (50) in each table: the rest are
 counted and left to report.json. Figures are written by :func:`rackgate.figures.figure`.
@@ -49,7 +53,10 @@ from pathlib import PurePath
 from typing import Any
 
 from rackgate.figures import with_unit
-from rackgate.reports import change_line, changed_thresholds, checks_in
+from rackgate.reports import change_line, changed_thresholds, checks_in, shown_metrics
+from rackgate.reports.reasons import Reason, named, of_doc
+
+Row = tuple[Mapping[str, Any], Mapping[str, Any]]  # (node, result)
 
 STATUSES = ("pass", "skip", "warn", "fail", "error")
 BLOCKING = ("fail", "error")
@@ -78,12 +85,36 @@ _HEADER = ["| node | location | check | status | measured | expected | message |
            "|---|---|---|---|---|---|---|---|"]
 
 
-def _row(node: Mapping[str, Any], r: Mapping[str, Any]) -> str:
+def _figures(r: Mapping[str, Any]) -> tuple[str, str]:
+    """The measured and expected cells of a result: each metric it judged (the failing one
+    first, its status named), else its figure."""
+    if ms := shown_metrics(r):
+        def one(m: Mapping[str, Any]) -> str:
+            value = "none" if m.get("measured") is None else with_unit(m["measured"], m["unit"])
+            return f"{m['metric']} {value}" + (f" ({m['status']})" if m["status"] != "pass"
+                                                else "")
+        return "; ".join(map(one, ms)), "; ".join(f"{m['metric']} {m['expected']}" for m in ms)
     measured = "" if r.get("measured") is None else with_unit(r["measured"], r.get("unit") or "")
     if r.get("percent_of_limit") is not None:
         measured += f" ({r['percent_of_limit']:.0f}% of limit)"
-    cells = [node["name"], node.get("location"), r["check"], r["status"], measured.strip(),
-             r.get("expected"), r["message"], r.get("evidence")]
+    return measured.strip(), r.get("expected") or ""
+
+
+def _row(reason: Reason, rows: list[Row]) -> str:
+    """One table row for one reason: its node (or nodes, and their locations) and check (or
+    checks), the figures when every result it stands for has the same, the first evidence
+    file and how many more."""
+    members = [rows[i] for i in reason.members]
+    node, r = members[0]
+    one = len(reason.nodes) == 1
+    figures = {_figures(x) for _, x in members}
+    measured, expected = figures.pop() if len(figures) == 1 else ("varies: see report.json", "")
+    more = len({x.get("evidence") for _, x in members if x.get("evidence")}) - 1
+    evidence = (r.get("evidence") or "") + (f" and {more} more" if more > 0 else "")
+    places = named([loc for _, loc in reason.nodes if loc])
+    cells = [node["name"] if one else reason.nodes_text, node.get("location") if one else places,
+             reason.checks_text, reason.status or node.get("status", "error"), measured,
+             expected, reason.message, evidence]
     return "| " + " | ".join(md(c) or "—" for c in cells) + " |"
 
 
@@ -97,22 +128,21 @@ def _table(rows: list[str], max_rows: int, what: str) -> list[str]:
 
 def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
     run, summary = doc.get("run", {}), doc["summary"]
+    warns = summary.get("results", {}).get("warn", 0) if doc["verdict"] == "ACCEPT" else 0
     lines = [f"**{doc['verdict']}** rack {md(_rack(run))}: {summary['accepted']} of "
-             f"{summary['nodes']} nodes accepted, profile {md(doc['profile']['name'])}, "
+             f"{summary['nodes']} nodes accepted"
+             + (f", {warns} warning{'s' if warns != 1 else ''}" if warns else "")
+             + f", profile {md(doc['profile']['name'])}, "
              f"run {md(run.get('run_id', '?'))}"
              + (f", revision {doc['revision']}" if doc.get("revision", 1) > 1 else ""), ""]
-    rows = [_row(n, r) for n in doc["nodes"] for r in n["results"] if r["status"] in BLOCKING]
-    # A node rejected with no blocking result had no check judged: it still needs a ticket.
-    rows += [_row(n, {"check": "", "status": n.get("status", "error"),
-                      "message": "; ".join(n.get("reasons") or [])})
-             for n in doc["nodes"] if n.get("verdict") == "REJECT"
-             and not any(r["status"] in BLOCKING for r in n["results"])]
+    reasons, results = of_doc(doc)
+    rows = [_row(reason, results) for reason in reasons if reason.nodes]
     if rows:
         lines += _table(rows, max_rows, "blocking results")
     else:
         lines.append(md("; ".join(doc.get("reasons") or [])) or "No blocking results.")
-    warnings = [_row(n, r) for n in doc["nodes"] for r in n["results"] if r["status"] == "warn"]
-    if warnings:
+    warned, results = of_doc(doc, ("warn",), rejected=False)
+    if warnings := [_row(reason, results) for reason in warned]:
         lines += [*([""] if lines[-1] else []), "**Warnings** (they do not block acceptance):",
                   "", *_table(warnings, max_rows, "warnings")]
     found = Counter((r["check"], r["status"]) for n in doc["nodes"] for r in n["results"])

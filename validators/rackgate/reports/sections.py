@@ -1,9 +1,10 @@
 """The HTML report's sections, one per check: failures first, each with an anchor
-(``check-<name>``), its counts per status, a chart of its figures per node with the pass
-bound and the peer median (rackgate.reports.charts), and its rows ordered fail, error,
-warn, skip, pass, the passing ones folded in a closed ``<details>``. Past
-``FULL_TABLE_RESULTS`` results in the report the tables list only what is not ``pass``, at
-most ``MAX_ROWS`` per check, and say how many they left out.
+(``check-<name>``), its counts per status, its charts of the figures per node (one per
+metric, each with its own unit and pass bound, and the peer median:
+rackgate.reports.charts), and its rows ordered fail, error, warn, skip, pass, the passing
+ones folded in a closed ``<details>``. Past ``FULL_TABLE_RESULTS`` results in the report
+the tables list only what is not ``pass``, at most ``MAX_ROWS`` per check, and say how
+many they left out.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from rackgate.reports import checks_in
 from rackgate.reports.anchors import check_id
-from rackgate.reports.charts import Row, chart
+from rackgate.reports.charts import Row, charts
 
 FULL_TABLE_RESULTS = 2000
 MAX_ROWS = 500
@@ -41,7 +42,7 @@ def check_rank(counts: Mapping[str, int]) -> int:
 
 def sections(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One section per check, failures first (:func:`check_rank`, then the document's
-    order): its counts per status, its chart, and its rows, ordered fail, error, warn,
+    order): its counts per status, its charts, and its rows, ordered fail, error, warn,
     skip, pass, split into the problems (shown) and the passes (folded)."""
     rows_by_check: dict[str, list[Row]] = defaultdict(list)
     for n in doc["nodes"]:
@@ -59,7 +60,7 @@ def sections(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         listed = listed[:MAX_ROWS]
         out.append({"check": check, "id": check_id(check),
                     "counts": {s: counts[s] for s in STATUSES if counts[s]},
-                    "chart": chart(doc, check, rows),
+                    "charts": charts(doc, check, rows),
                     "problems": [nr for nr in listed if nr[1]["status"] != "pass"],
                     "passing": [nr for nr in listed if nr[1]["status"] == "pass"],
                     "hidden": len(rows) - len(listed),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,10 +94,27 @@ def _encoded(render: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any
     return lambda doc: render(doc).encode()
 
 
-def write_reports(doc: dict[str, Any], out: Path) -> Reports:
-    """Write every report of ``doc`` into ``out``. RunError when report.json cannot be
-    written, or (after writing the others) when a renderer failed."""
+def evidence_base(run_dir: Path | None, out: Path) -> str:
+    """The run directory (where the evidence paths start) relative to ``out``, as the
+    HTML report's links need it: "" when the reports are written into the run directory.
+
+    >>> evidence_base(Path("/r/runs/r1"), Path("/r/runs/r1")), evidence_base(None, Path("x"))
+    ('', '')
+    >>> evidence_base(Path("/r/runs/r1"), Path("/r/strict"))
+    '../runs/r1'
+    """
+    if run_dir is None:
+        return ""
+    rel = os.path.relpath(run_dir.resolve(), out.resolve())
+    return "" if rel == "." else Path(rel).as_posix()
+
+
+def write_reports(doc: dict[str, Any], out: Path, run_dir: Path | None = None) -> Reports:
+    """Write every report of ``doc`` into ``out`` (the HTML report's evidence links lead
+    into ``run_dir``, the run directory; into ``out`` without one). RunError when
+    report.json cannot be written, or (after writing the others) when a renderer failed."""
     paths = report_paths(out)
+    base = evidence_base(run_dir, out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         try:  # compact: the C encoder, 4x faster
@@ -110,7 +128,7 @@ def write_reports(doc: dict[str, Any], out: Path) -> Reports:
         raise RunError(f"cannot write {paths.json}: {exc.strerror or exc}") from None
     failed = []
     renderers: tuple[tuple[Path, Callable[[dict[str, Any]], bytes | bytearray]], ...] = (
-        (paths.html, _encoded(render_html)), (paths.junit, junit_bytes),
+        (paths.html, _encoded(lambda d: render_html(d, base))), (paths.junit, junit_bytes),
         (paths.summary, _encoded(render_markdown)))
     for path, render in renderers:
         try:
