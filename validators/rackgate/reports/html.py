@@ -1,5 +1,6 @@
 """The HTML report: one self-contained file (inline CSS, SVG and a few lines of JS, no
-CDN, no external fonts), verdict first, then a table of contents of the checks, the rack
+CDN, no external fonts), verdict first (with the overrides files it was judged with, when
+any), then a table of contents of the checks, the rack
 elevations, the node-pair heatmaps, and one section per check (failures first), the
 thresholds every override changed (old and new, what it loosens, its basis), and the
 thresholds with their basis. Every value is escaped by Jinja2's autoescape.
@@ -27,7 +28,7 @@ from typing import Any
 import jinja2
 
 from rackgate.figures import with_unit
-from rackgate.reports import changed_thresholds, named
+from rackgate.reports import changed_thresholds, named, overrides_files
 from rackgate.reports.anchors import check_id, row_id
 from rackgate.reports.diff_render import FILTERS
 from rackgate.reports.elevation import MAX_RACKS, elevations
@@ -70,4 +71,5 @@ def render_html(doc: Mapping[str, Any]) -> str:
     return env.get_template("report.html.j2").render(
         doc=doc, sections=secs, max_racks=MAX_RACKS,
         rack=elevations(doc, _node_links(doc, secs)), heatmaps=heatmaps(doc),
-        diff=doc.get("diff"), changed=changed_thresholds(doc))
+        diff=doc.get("diff"), changed=changed_thresholds(doc),
+        overrides=overrides_files(doc))

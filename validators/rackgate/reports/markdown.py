@@ -4,7 +4,8 @@ Verdict first, then a table of only the blocking results (what a replacement tic
 needs: node, location, check, status, measured, expected, message, evidence), then, when
 there are any, a "Warnings" table of the warn results (same columns: they do not block
 acceptance but deserve a look), then one line per check with its counts per status, then
-the profile and its sha256, then every threshold an override changed (old -> new, what
+the profile and its sha256 (and the overrides files it was judged with, when any: their
+paths and sha256), then every threshold an override changed (old -> new, what
 it loosens, its basis, who set it). At most ``max_rows`` rows (50) in each table: the rest are
 counted and left to report.json. Figures are written by :func:`rackgate.figures.figure`.
 Every value from nodes, inventory or checks is escaped, so it cannot break the table or
@@ -49,7 +50,7 @@ from pathlib import PurePath
 from typing import Any
 
 from rackgate.figures import with_unit
-from rackgate.reports import change_line, changed_thresholds, checks_in
+from rackgate.reports import change_line, changed_thresholds, checks_in, overrides_line
 
 STATUSES = ("pass", "skip", "warn", "fail", "error")
 BLOCKING = ("fail", "error")
@@ -123,6 +124,8 @@ def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
     cap = doc["profile"].get("gpu_power_cap")
     capped = f", GPU power capped at {with_unit(cap['watts'], 'W')}" if cap else ""
     lines += ["", f"Profile {md(doc['profile']['name'])}, sha256 {md(sha)}{capped}"]
+    if used := overrides_line(doc):
+        lines[-1] += f", **{md(used)}**"
     if changed := changed_thresholds(doc):
         loosened = sum(1 for c in changed if c["loosens"])
         lines += ["", f"**Thresholds changed by overrides** ({len(changed)}, {loosened} "
