@@ -2,7 +2,7 @@
 much it rests on.
 
 5. ``.venv/bin/rackgate`` finds its own Ansible without the venv on PATH (the
-   interpreter's bin directory is looked in first and comes first on the PATH of the Ansible
+   interpreter's bin directory is looked in first, and is on the PATH of the Ansible
    processes it starts), and the demo inventory brings the settings the Makefile exports.
 6. The node's health check: the wrapper slurmd runs passes its arguments on as an argv,
    ``--help`` runs nothing, ``--no-slurm`` reads no SLURM, and the venv's ``rackgate
@@ -101,8 +101,9 @@ class _Result:
 def test_rackday_5_collection_runs_the_ansible_playbook_beside_rackgate(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo: bool) -> None:
     """Without the venv on PATH, the collector still starts the venv's ansible-playbook,
-    with the venv's bin first on Ansible's PATH; the demo inventory's settings reach Ansible
-    (podman's configuration, the vault identity), another inventory's do not."""
+    with the venv's bin on Ansible's PATH (after the caller's entries); the demo
+    inventory's settings reach Ansible (podman's configuration, the vault identity),
+    another inventory's do not."""
     import ansible_runner
 
     monkeypatch.setenv("PATH", BARE_PATH)
@@ -122,7 +123,7 @@ def test_rackday_5_collection_runs_the_ansible_playbook_beside_rackgate(
     assert seen, "ansible-playbook was not started"
     assert repr(str(BIN / "ansible-playbook")) in seen["launcher"]
     env = seen["envvars"]
-    assert env["PATH"].split(os.pathsep)[:2] == [str(BIN), "/usr/bin"]
+    assert env["PATH"].split(os.pathsep) == [*BARE_PATH.split(os.pathsep), str(BIN)]
     settings = {k: env.get(k) for k in ("CONTAINERS_CONF", "ANSIBLE_VAULT_IDENTITY_LIST")}
     if demo:
         assert settings == {

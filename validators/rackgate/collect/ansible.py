@@ -223,7 +223,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
             "ANSIBLE_FORCE_COLOR": "0",
             "ANSIBLE_LOCAL_TEMP": str(pdd / "tmp"),
             TOKEN_VAR: token,
-            **ansible_env(inventory),  # PATH: rackgate's own Ansible first; the demo's settings
+            **ansible_env(inventory),  # PATH with rackgate's own bin; the demo's settings
         }
         stopping: list[bool] = []
 
