@@ -63,7 +63,8 @@ def test_a_node_below_the_golden_nodes_band_fails_though_it_passed_the_stock_pro
     run = stored(tmp_path, fixture_text, {"n1": 1.0, "n2": 0.96, "n3": 0.6})
     assert statuses(report(run)) == {"n1": "pass", "n2": "pass", "n3": "pass"}
     out = tmp_path / "overrides.yaml"
-    assert main(["baseline", str(run), "--nodes", "n1,n2", "-o", str(out)]) == 0
+    assert main(["baseline", str(run), "--nodes", "n1,n2", "-o", str(out),
+                 "--allow-small"]) == 0
     assert f"wrote {out}" in capsys.readouterr().err
     outcome = judge_run(run, out_dir=tmp_path / "rejudged", overrides_files=[out])
     doc = json.loads(outcome.report_json.read_text())
@@ -267,10 +268,10 @@ def test_the_cli_refuses_in_one_line_and_never_overwrites_without_force(tmp_path
     run = stored(tmp_path, fixture_text, {"n1": 1.0})
     out = tmp_path / "overrides.yaml"
     out.write_text("mine")
-    assert main(["baseline", str(run), "-o", str(out)]) == 2
+    assert main(["baseline", str(run), "-o", str(out), "--allow-small"]) == 2
     assert capsys.readouterr().err == f"rackgate baseline: {out} exists: give --force to " \
                                       f"overwrite it\n"
-    assert main(["baseline", str(run), "-o", str(out), "--force"]) == 0
+    assert main(["baseline", str(run), "-o", str(out), "--force", "--allow-small"]) == 0
     assert out.read_text().startswith("# rackgate site baseline")
     capsys.readouterr()
     assert main(["baseline", str(tmp_path / "runs")]) == 2
@@ -286,13 +287,13 @@ def test_the_cli_prints_the_overrides_and_says_what_it_baselined(tmp_path, fixtu
     stored(tmp_path, fixture_text, {"n1": 1.0, "n2": 0.96})
     monkeypatch.chdir(tmp_path)
     run = "runs/20261202T031500Z-demo"
-    assert main(["baseline", run, "--tolerance", "0.05"]) == 0
+    assert main(["baseline", run, "--tolerance", "0.05", "--allow-small"]) == 0
     printed = capsys.readouterr()
     assert yaml.safe_load(printed.out)["checks"]["fio.seq_read"]["thresholds"]["read_bw"][
         "min_ratio"] == 0.95
-    assert f"#   rackgate baseline {run} --tolerance 0.05\n" in printed.out
+    assert f"#   rackgate baseline {run} --tolerance 0.05 --allow-small\n" in printed.out
     assert "  fio.seq_read read_bw: ref 1,185 MB/s, the median of 2 node(s); pass at >= " \
-           "1,126 MB/s\n" in printed.err
+           "1,126 MB/s; spread 4.085%\n" in printed.err
 
 
 def test_only_benchmark_figures_are_declared_and_each_is_a_judged_metric():

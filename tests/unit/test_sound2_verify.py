@@ -187,7 +187,7 @@ def test_an_honest_report_verifies_with_its_recorded_profile_and_overrides(tmp_p
                                                f"re-judged from {run} by rackgate "
                                                f"{__import__('rackgate').__version__}, "
                                                f"0 problem(s)"), out
-    assert main(["baseline", str(run), "--nodes", "n1,n2", "-o",
+    assert main(["baseline", str(run), "--nodes", "n1,n2", "--allow-small", "-o",
                  str(tmp_path / "o.yaml")]) == 0
 
 

@@ -4,7 +4,6 @@ its containers, its simulated BMCs, and the faults a demo injects into them."""
 from __future__ import annotations
 
 import argparse
-import os
 
 from rich.console import Console
 from rich.table import Table
@@ -18,9 +17,7 @@ out = Console()
 def cmd_demo(args: argparse.Namespace) -> int:
     from rackgate.demo import rack as demo_rack
 
-    os.environ.setdefault("ANSIBLE_VAULT_IDENTITY_LIST",
-                          f"demo@{demo_rack.REPO / 'molecule/demo-bmc/vault-password.txt'}")
-    inv = load_inventory(args.inventory)
+    inv = load_inventory(args.inventory)  # the demo's vault identity: rackgate.environment
     if args.action == "up":
         out.print("Starting the demo rack (builds the base image on first use)...")
         states = demo_rack.up(inv)

@@ -2,8 +2,10 @@
 fails and resume it when all pass again (only a drain the health check made itself: its
 marker, and the reason it recorded on the node, rackgate.health.RECORD), and leave the
 results for node_exporter. slurmd runs it as HealthCheckProgram through
-``/usr/local/sbin/rackgate-healthcheck`` (roles/slurm), which calls the ``rackgate-healthcheck``
-entry point (:func:`main`) of a venv that holds rackgate and nothing else.
+``/usr/local/sbin/rackgate-healthcheck`` (roles/slurm), which passes its own arguments on
+(``"$@"``) to the ``rackgate-healthcheck`` entry point (:func:`main`) of a venv that holds
+rackgate and nothing else; that venv's ``rackgate healthcheck`` is the same function with
+the same parser (``rackgate.__main__``), and so is the full command line's.
 
 Output: one line per item that did not pass, one line for what was done in SLURM, one
 summary line. Exit codes: 0 healthy, 1 an item failed (or gave no evidence), 2 the check
@@ -41,6 +43,30 @@ TEXTFILE = "rackgate-healthcheck.prom"
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN = 0, 1, 2
 
 
+SUMMARY = "check this node between jobs; drain or resume it in SLURM (HealthCheckProgram)"
+DESCRIPTION = """\
+Check this node between jobs (GPUs, XIDs, InfiniBand ports, mounts, memlock, units, as
+the configuration lists them), drain it in SLURM when an item fails and resume it when all
+pass again (only a drain of its own), and write rackgate-healthcheck.prom for
+node_exporter. slurmd runs it as HealthCheckProgram: /usr/local/sbin/rackgate-healthcheck,
+which passes its arguments on. Prints one line per item that did not pass, one for what was
+done in SLURM, one summary line."""
+EPILOG = """\
+examples:
+  rackgate-healthcheck --no-slurm
+      check by hand: SLURM is neither read nor changed
+  /opt/rackgate-healthcheck/bin/rackgate healthcheck --no-slurm
+      the same, through the node venv's rackgate
+  /usr/local/sbin/rackgate-healthcheck
+      what slurmd runs (as root, with no arguments)
+
+exit codes:
+  0  healthy
+  1  an item failed (or gave no evidence)
+  2  could not run: the configuration was refused, or SLURM could not be read or changed
+"""
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=DEFAULT_CONFIG,
                    help=f"the configuration the slurm role writes (default {DEFAULT_CONFIG})")
@@ -51,8 +77,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add ``healthcheck`` to rackgate's subcommands."""
-    p = sub.add_parser("healthcheck", help="check this node between jobs; drain or resume it "
-                       "in SLURM (HealthCheckProgram)")
+    p = sub.add_parser("healthcheck", help=SUMMARY, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)
     p.set_defaults(func=lambda args: healthcheck(args, sys.stdout))
 
@@ -130,9 +156,11 @@ def _slurm(name: str, reason: str | None, root: Path, node: Node, budget: Budget
     return failed or trouble, drained
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The ``rackgate-healthcheck`` entry point (the node's venv)."""
-    p = argparse.ArgumentParser(prog="rackgate-healthcheck", description=__doc__.split("\n\n")[0])
+def main(argv: Sequence[str] | None = None, prog: str = "rackgate-healthcheck") -> int:
+    """The health check's entry point: ``rackgate-healthcheck`` and, in the node's venv,
+    ``rackgate healthcheck`` (``prog``). ``--help`` prints the help and runs nothing."""
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)
     return healthcheck(p.parse_args(argv), sys.stdout)
 

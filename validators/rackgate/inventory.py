@@ -3,12 +3,15 @@
 Any inventory source Ansible accepts (YAML, INI, directories with group_vars and
 host_vars, plugins) works, and variables are merged by Ansible's own precedence.
 ``--limit`` is resolved by Ansible's own host patterns (:func:`limit_hosts`).
+``ansible-inventory`` is the one installed beside rackgate (``rackgate.environment``), and
+the demo inventory brings its settings (vault identity, podman configuration) with it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rackgate.documents import load_json
+from rackgate.environment import ansible_env, program
 
 
 class InventoryError(RuntimeError):
@@ -131,13 +135,19 @@ def parse_inventory_json(doc: Mapping[str, Any], sources: Sequence[str]) -> Inve
 
 
 def load_inventory(sources: Sequence[str]) -> Inventory:
-    cmd = ["ansible-inventory", "--list"]
+    found = program("ansible-inventory")
+    if found is None:
+        raise InventoryError("ansible-inventory not found beside rackgate nor on PATH: "
+                             "install ansible-core (make test / make demo do this in .venv)")
+    cmd = [found, "--list"]
     for s in sources:
         cmd += ["-i", s]
+    env = {**os.environ, **ansible_env(sources)}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False,
+                              env=env)
     except FileNotFoundError:
-        raise InventoryError("ansible-inventory not found: install ansible-core "
+        raise InventoryError(f"{found} could not be started: install ansible-core "
                              "(make test / make demo do this in .venv)") from None
     if proc.returncode != 0:
         raise InventoryError(f"inventory {', '.join(sources)}: ansible-inventory failed "

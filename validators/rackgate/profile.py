@@ -117,8 +117,9 @@ class ProfileModel(BaseModel):
 
 @dataclass(frozen=True)
 class Profile:
-    """A validated profile, where it came from, and every threshold its overrides changed
-    (in the order they were merged in: the manifest and the reports list them)."""
+    """A validated profile, where it came from, every threshold its overrides changed
+    (in the order they were merged in: the manifest and the reports list them) and the
+    overrides files merged into it, (path as given, sha256 of the file), in that order."""
 
     model: ProfileModel
     source: str
@@ -126,6 +127,7 @@ class Profile:
     raw: Mapping[str, Any]
     catalog: Catalog = field(default_factory=dict, compare=False, repr=False)
     changes: tuple[ThresholdChange, ...] = ()
+    overrides_files: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -152,7 +154,8 @@ class Profile:
         made = changes(_thresholds(self.model), _thresholds(out.model), origin)
         if problems := override_problems(made, override_entries(overrides)):
             raise ProfileError("\n".join([f"profile {out.source} is invalid:", *problems]))
-        return replace(out, changes=(*self.changes, *made))
+        return replace(out, changes=(*self.changes, *made),
+                       overrides_files=self.overrides_files)
 
 
 def _thresholds(model: ProfileModel) -> dict[str, dict[str, Threshold]]:

@@ -18,7 +18,7 @@ from rackgate.fabric.plan import FabricPlan, PlanError, plan_from_document
 from rackgate.inventory import place_from_text, place_of
 from rackgate.judge.run import judge_stored
 from rackgate.model import RackVerdict, node_verdict, rack_verdict
-from rackgate.overrides import apply_overrides, recorded_changes
+from rackgate.overrides import apply_overrides, recorded_changes, recorded_files
 from rackgate.placement import JudgeJob
 from rackgate.profile import Profile, ProfileError
 from rackgate.reports import report_document
@@ -37,14 +37,15 @@ def recorded_overrides(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
-    """The profile a run's manifest records, validated again, with the threshold changes
-    its overrides files made (``overrides.recorded_changes``)."""
+    """The profile a run's manifest records, validated again, with its overrides files and
+    the threshold changes they made (``overrides.recorded_files``, ``recorded_changes``)."""
     try:
         profile = profile_from_document(manifest["profile"]["document"],
                                         recorded_source(manifest, run_dir))
     except ProfileError as exc:
         raise RunError(str(exc)) from None
-    return replace(profile, changes=recorded_changes(manifest["profile"], run_dir))
+    return replace(profile, changes=recorded_changes(manifest["profile"], run_dir),
+                   overrides_files=recorded_files(manifest["profile"], run_dir))
 
 
 def recorded_fabric(manifest: Mapping[str, Any], run_dir: Path) -> FabricPlan | None:

@@ -63,6 +63,7 @@ from rackgate.collect.processes import (
 from rackgate.collect.record import ProgressFn, Recorder, plain
 from rackgate.collect.task import KILL_AFTER_S, Stop, Task, attempt_token, run_token, wrapped
 from rackgate.documents import load_json
+from rackgate.environment import ansible_env, program
 from rackgate.store.evidence import EvidenceStore
 
 COLLECT_PLAYBOOK = Path(__file__).parent / "playbooks" / "collect.yml"
@@ -173,9 +174,10 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
     import ansible_runner  # heavy import, kept out of judging and reporting
 
     token = run_token(run_dir)
-    playbook_bin = shutil.which("ansible-playbook")
+    playbook_bin = program("ansible-playbook")
     if playbook_bin is None:
-        return "failed", "ansible-playbook not found: install ansible-core"
+        return "failed", "ansible-playbook not found beside rackgate nor on PATH: install " \
+                         "ansible-core"
     with private_dir() as pdd:
         secrets = pdd / "secrets"
         secrets.mkdir(mode=0o700)
@@ -221,6 +223,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
             "ANSIBLE_FORCE_COLOR": "0",
             "ANSIBLE_LOCAL_TEMP": str(pdd / "tmp"),
             TOKEN_VAR: token,
+            **ansible_env(inventory),  # PATH with rackgate's own bin; the demo's settings
         }
         stopping: list[bool] = []
 

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rackgate.environment import demo_settings
 from rackgate.inventory import Inventory
 
 REPO = Path(__file__).resolve().parents[3]
@@ -66,7 +67,7 @@ class NodeState:
 
 def podman_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("CONTAINERS_CONF", str(REPO / "molecule" / "containers.conf"))
+    env.setdefault("CONTAINERS_CONF", demo_settings()["CONTAINERS_CONF"])
     return env
 
 

@@ -6,7 +6,9 @@ two cannot disagree. Every threshold an override changed is in it (``profile.cha
 ``nodes[].threshold_changes``), and :func:`changed_thresholds` is how the HTML, Markdown and
 JUnit reports list them. ``rack_reasons`` are the verdict's reasons each once
 (rackgate.reports.reasons); a result of a check that judged several metrics carries each in
-``metrics`` (:func:`shown_metrics`: the order the reports show them in).
+``metrics`` (:func:`shown_metrics`: the order the reports show them in). The overrides files it was
+judged with are ``profile.overrides``, and :func:`overrides_line` is how those reports name
+them.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ def _profile_doc(profile: Profile) -> dict[str, Any]:
         "rack": {name: cp.model_dump() for name, cp in profile.model.rack.items()},
         # every threshold an overrides file changed, old and new (ThresholdChange.to_doc)
         "changes": [c.to_doc() for c in profile.changes],
+        # the overrides files judged with, in the order merged (none: the profile alone)
+        "overrides": [{"path": path, "sha256": digest}
+                      for path, digest in profile.overrides_files],
     }
 
 
@@ -164,6 +169,21 @@ def change_line(c: Mapping[str, Any]) -> str:
     nodes = f" on {named(c['nodes'])}" if c.get("nodes") else ""
     return (f"{c['check']} {c['metric']}: {c['old_band'] or 'none'} -> "
             f"{c['new_band'] or 'none'}{loosens}{basis} (set by {c['origin']}{nodes})")
+
+
+def overrides_files(doc: Mapping[str, Any]) -> list[str]:
+    """The overrides files a report was judged with, each as ``PATH (sha256 …)`` (the
+    first 12 hex digits), in the order merged; none for a report without any (or one
+    written before reports named them)."""
+    files = doc["profile"].get("overrides") or []
+    return [f"{f.get('path')} (sha256 {str(f.get('sha256'))[:12]})" for f in files
+            if isinstance(f, Mapping)]
+
+
+def overrides_line(doc: Mapping[str, Any]) -> str:
+    """``judged with overrides A (sha256 …), B (…)``, or "" when there were none."""
+    files = overrides_files(doc)
+    return f"judged with overrides {', '.join(files)}" if files else ""
 
 
 def checks_in(doc: Mapping[str, Any]) -> Sequence[str]:

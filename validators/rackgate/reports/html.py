@@ -1,5 +1,6 @@
 """The HTML report: one self-contained file (inline CSS, SVG and a few lines of JS, no
-CDN, no external fonts), verdict first, then a table of contents of the checks, the rack
+CDN, no external fonts), verdict first (with the overrides files it was judged with, when
+any), then a table of contents of the checks, the rack
 elevations, the node-pair heatmaps, and one section per check (failures first), the
 thresholds every override changed (old and new, what it loosens, its basis), and the
 thresholds with their basis. Every value is escaped by Jinja2's autoescape.
@@ -35,7 +36,7 @@ from urllib.parse import quote
 import jinja2
 
 from rackgate.figures import with_unit
-from rackgate.reports import changed_thresholds, named, shown_metrics
+from rackgate.reports import changed_thresholds, named, overrides_files, shown_metrics
 from rackgate.reports.anchors import check_id, row_id
 from rackgate.reports.diff_render import FILTERS
 from rackgate.reports.elevation import MAX_RACKS, elevations
@@ -104,7 +105,7 @@ def render_html(doc: Mapping[str, Any], evidence_base: str = "") -> str:
         doc=doc, sections=secs, max_racks=MAX_RACKS,
         rack=elevations(doc, _node_links(doc, secs)), heatmaps=heatmaps(doc),
         diff=doc.get("diff"), changed=changed_thresholds(doc), reasons=banner_reasons(doc),
-        warned=doc["summary"]["results"].get("warn", 0),
+        warned=doc["summary"]["results"].get("warn", 0), overrides=overrides_files(doc),
         warnings=[r.text for r in of_doc(doc, ("warn",), rejected=False)[0]])
 
 

@@ -14,7 +14,8 @@ type="verdict">`` case in the suite ``rackgate.verdict``, so CI cannot go green 
 rejected rack. A case's ``time`` is how long its evidence's command ran (``duration_s``; 0
 without one), a suite's and the root's the sum of their cases'. Characters that XML 1.0
 forbids are written as ``\\xNN`` text, so the file always parses. Each suite's properties
-name the run, the profile and its sha256, the rack verdict, the revision, and every
+name the run, the profile and its sha256, the rack verdict, the revision, each overrides
+file it was judged with (``overrides_file``: path and sha256, one property a file) and every
 threshold an override changed (``threshold_changed``: check, metric, old -> new band, what
 it loosens, its basis).
 
@@ -39,7 +40,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rackgate.figures import figure, with_unit
-from rackgate.reports import change_line, changed_thresholds, shown_metrics
+from rackgate.reports import change_line, changed_thresholds, overrides_files, shown_metrics
 
 # Not allowed anywhere in an XML 1.0 document, not even as character references.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -179,6 +180,7 @@ def iter_junit(doc: Mapping[str, Any]) -> Iterator[str]:
     props = [("run_id", run_id), ("profile", profile),
              ("profile_sha256", doc["profile"].get("sha256")), ("rack_verdict", doc["verdict"]),
              ("revision", str(doc.get("revision", 1))),
+             *(("overrides_file", f) for f in overrides_files(doc)),
              *(("threshold_changed", change_line(c)) for c in changed_thresholds(doc))]
     plist = "<properties>" + "".join(
         "\n      " + _start("property", {"name": key, "value": value or ""}, " />")

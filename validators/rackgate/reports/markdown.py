@@ -8,7 +8,8 @@ reason (rackgate.reports.reasons): a rack component's fault on every node, or a 
 did not answer on each of its checks, is one row naming the nodes or checks. A check that
 judged several metrics has each in its measured and expected cells, the failing one first.
 Then one line per check with its counts per status, then
-the profile and its sha256, then every threshold an override changed (old -> new, what
+the profile and its sha256 (and the overrides files it was judged with, when any:
+their paths and sha256), then every threshold an override changed (old -> new, what
 it loosens, its basis, who set it). At most ``max_rows`` rows (50) in each table: the rest are
 counted and left to report.json. Figures are written by :func:`rackgate.figures.figure`.
 Every value from nodes, inventory or checks is escaped, so it cannot break the table or
@@ -53,7 +54,13 @@ from pathlib import PurePath
 from typing import Any
 
 from rackgate.figures import with_unit
-from rackgate.reports import change_line, changed_thresholds, checks_in, shown_metrics
+from rackgate.reports import (
+    change_line,
+    changed_thresholds,
+    checks_in,
+    overrides_line,
+    shown_metrics,
+)
 from rackgate.reports.reasons import Reason, named, of_doc
 
 Row = tuple[Mapping[str, Any], Mapping[str, Any]]  # (node, result)
@@ -153,6 +160,8 @@ def render_markdown(doc: Mapping[str, Any], max_rows: int = 50) -> str:
     cap = doc["profile"].get("gpu_power_cap")
     capped = f", GPU power capped at {with_unit(cap['watts'], 'W')}" if cap else ""
     lines += ["", f"Profile {md(doc['profile']['name'])}, sha256 {md(sha)}{capped}"]
+    if used := overrides_line(doc):
+        lines[-1] += f", **{md(used)}**"
     if changed := changed_thresholds(doc):
         loosened = sum(1 for c in changed if c["loosens"])
         lines += ["", f"**Thresholds changed by overrides** ({len(changed)}, {loosened} "

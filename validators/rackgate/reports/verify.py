@@ -87,7 +87,8 @@ def evidence_dir(report_json: Path, doc: Mapping[str, Any]) -> Path:
 NOT_COMPARED = frozenset({"generated", "diff"})
 # the profile's label: it names where the run directory and the overrides files were when
 # the report was judged (an archived or moved copy, a relative path), while the profile is
-# its sha256 (of the whole document) and its thresholds, compared
+# its sha256 (of the whole document) and its thresholds, compared; so are the overrides
+# files, by their sha256 (their paths are labels too)
 _LABEL = "source"
 _ABSENT = object()
 _SHOWN = 120  # characters of a value a difference shows
@@ -117,10 +118,22 @@ def differences(report: Mapping[str, Any], rejudged: Mapping[str, Any]) -> list[
     for key in sorted((set(report) | set(rejudged)) - NOT_COMPARED - {"nodes"}):
         a, b = report.get(key, _ABSENT), rejudged.get(key, _ABSENT)
         if key == "profile" and isinstance(a, dict):
-            a, b = ({k: v for k, v in p.items() if k != _LABEL} for p in (a, b))
+            a, b = (_unlabelled(p, "overrides" in a) for p in (a, b))
         _compare(out, f"field {key}", a, b)
     nodes = report.get("nodes")
     out += _nodes(nodes if isinstance(nodes, list) else [], rejudged["nodes"])
+    return out
+
+
+def _unlabelled(profile: Mapping[str, Any], files: bool) -> dict[str, Any]:
+    """A report's profile as compared: without its labels (``source``, each overrides
+    file's path), and without ``overrides`` unless ``files`` (the report names them: one
+    written before reports did is not compared on them)."""
+    out = {k: v for k, v in profile.items() if k not in (_LABEL, "overrides")}
+    given = profile.get("overrides", _ABSENT)
+    if files:
+        out["overrides"] = [f.get("sha256") if isinstance(f, dict) else f for f in given] \
+            if isinstance(given, list) else given
     return out
 
 

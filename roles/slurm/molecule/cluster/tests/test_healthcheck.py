@@ -9,6 +9,11 @@ What is verified:
     limit at least the scenario's floor, the GPU items skipped: gpus 0) and writes its
     metrics on rg-slurm-c1 (which has node_exporter's textfile directory), and says it
     wrote none on rg-slurm-c2 (which has not);
+  * the node's entry points agree (issue 30): the wrapper passes its arguments on as an
+    argv (a --config holding a space and a ';' arrives as one argument and runs nothing),
+    `--help` prints the options and exit codes and checks nothing, `--no-slurm` checks
+    without reading SLURM; the venv's `rackgate healthcheck` (a venv without rich) is the
+    same program, and its other subcommands say in one line what the venv lacks;
   * stopping the required unit rackgate-hc-dummy.service on rg-slurm-c2 drains it with a
     reason starting "rackgate/healthcheck: systemd_units" within WAIT_S, the reason recorded
     in /var/lib/rackgate-healthcheck/drain-reason; starting it again resumes the node (idle)
@@ -43,6 +48,7 @@ SAYS = "rackgate healthcheck: "  # how the program starts its lines on stdout
 RECORD = "/var/lib/rackgate-healthcheck/drain-reason"
 UNIT = "rackgate-hc-dummy.service"
 PROGRAM = "/usr/local/sbin/rackgate-healthcheck"
+VENV = "/opt/rackgate-healthcheck"  # slurm_healthcheck_venv_dir
 TEXTFILE = "/var/lib/prometheus/node-exporter/rackgate-healthcheck.prom"
 
 
@@ -101,6 +107,33 @@ def test_program_installed_and_passes_by_hand(node):
     else:
         assert "textfile directory /var/lib/prometheus/node-exporter is absent" \
             in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("node", COMPUTES)
+def test_every_entry_point_takes_its_arguments(node):
+    host = on(node)
+    helps = (PROGRAM, f"{VENV}/bin/rackgate-healthcheck", f"{VENV}/bin/rackgate healthcheck")
+    for program in helps:
+        result = host.run(f"timeout 30 {program} --help")
+        assert result.rc == 0, f"{program} --help on {node}: rc={result.rc}\n{result.stderr}"
+        assert "--no-slurm" in result.stdout and "exit codes:" in result.stdout, result.stdout
+        assert f"{SAYS}{node}" not in result.stdout, f"{program} --help ran the check"
+    for program in (PROGRAM, f"{VENV}/bin/rackgate healthcheck"):
+        result = host.run(f"timeout 30 {program} --no-slurm")
+        assert result.rc == 0, f"{program} --no-slurm on {node}: rc={result.rc}\n" \
+                               f"{result.stdout}{result.stderr}"
+        assert f"{SAYS}{node}: healthy (7 items, 4 skipped)" in result.stdout, result.stdout
+        assert "SLURM" not in result.stdout, f"{program} --no-slurm read SLURM"
+    spliced = "/tmp/rackgate-hc-spliced"
+    result = host.run(f"timeout 30 {PROGRAM} --no-slurm --config '/nonexistent/a b;touch "
+                      f"{spliced}'")
+    assert result.rc == 2, result.stdout + result.stderr
+    assert f"cannot read /nonexistent/a b;touch {spliced}" in result.stdout, result.stdout
+    assert not host.file(spliced).exists
+    assert host.run(f"{VENV}/bin/python -c 'import rich'").rc != 0  # what the venv lacks
+    result = host.run(f"timeout 30 {VENV}/bin/rackgate list checks")
+    assert result.rc == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "rackgate healthcheck" in result.stderr, result.stderr
 
 
 def test_stopped_unit_drains_the_node_and_its_return_resumes_it():
