@@ -4,9 +4,9 @@
 2. A node that was unreachable in phase 0 is left out of the jobs across the nodes
    (phase 1): they are planned again without it, so the others are measured, and the
    manifest's ``launched`` record says who was left out and why (``collect.transport``'s
-   sentence). When every node under test was unreachable for the same cause, the cause
-   is on the control host's side (its ssh key, its network, the demo rack stopped):
-   ControlSideError, and nothing is judged.
+   sentence). When every node under test (two or more) was unreachable for the same
+   cause, the cause is on the control host's side (its ssh key, its network, the demo
+   rack stopped): ControlSideError, and nothing is judged.
 3. A job across the nodes that failed, and whose output names the node(s) that broke it
    (``parsers.launch_failure``: SLURM's, Open MPI's and NCCL's error lines, rackgate's
    readiness guard), runs once more without them, when at least two nodes remain; its

@@ -383,7 +383,7 @@ def run(pre: Preflight, sources: Sequence[str], *, forks: int = 20,
 def preflight(view: RunView, checks: Sequence[Check], sources: Sequence[str], *,
               forks: int = 20, stop: Stop | None = None) -> list[Problem]:
     """The plan of a run: build, run the probes, judge their answers. When every node
-    under test did not answer, for the same cause: ControlSideError (no node to plan)."""
+    under test (two or more) did not answer, for the same cause: ControlSideError."""
     pre = build(view, checks)
     answers = run(pre, sources, forks=forks, stop=stop)
     probed = {p.task.host: answers.get((p.task.host, p.task.check)) for p in pre.probes

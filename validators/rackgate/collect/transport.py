@@ -7,9 +7,10 @@
 - **A failure on the control host's side** is no verdict on any node: the vault password
   missing or wrong, an inventory variable that does not resolve, a connection plugin
   that is not installed, the control host's Python or tools (:func:`control_side`), or
-  the same transport failure on every node (:func:`same_failure`). Collection raises
-  :class:`ControlSideError` with Ansible's own words (file and line where Ansible gives
-  them): the CLI exits 2, and no report, history row or drain follows.
+  the same transport failure on every node of two or more (:func:`same_failure`).
+  Collection raises :class:`ControlSideError` with Ansible's own words (file and line
+  where Ansible gives them): the CLI exits 2, and no report, history row or drain
+  follows.
 """
 
 from __future__ import annotations
@@ -114,17 +115,21 @@ def did_not_answer(host: str, message: str) -> str:
 
 
 def same_failure(failures: Mapping[str, str]) -> str | None:
-    """When every host of ``failures`` (host -> Ansible's unreachable message; at least
-    one) failed for the same cause: the sentence saying so, else None."""
+    """When the hosts of ``failures`` (host -> Ansible's unreachable message: every node
+    the caller tried) are two or more and failed for the same cause, the sentence saying
+    so; else None (one node that does not answer is that node's error).
+
+    >>> same_failure({"n1": "connect to host a port 22: Connection refused"}) is None
+    True
+    """
     kinds = {cause(m)[0] for m in failures.values()}
-    if not failures or len(kinds) != 1:
+    if len(failures) < 2 or len(kinds) != 1:
         return None
     hosts = sorted(failures)
     host, message = hosts[0], failures[hosts[0]]
-    every = "the one node under test" if len(hosts) == 1 else f"all {len(hosts)} nodes"
-    return (f"no node answered, {every} for the same cause ({did_not_answer(host, message)}"
-            f"{' and the others alike' if len(hosts) > 1 else ''}): nothing was collected, "
-            f"so nothing is judged. Ansible said: {words(message, 1000)}")
+    return (f"no node answered, all {len(hosts)} for the same cause "
+            f"({did_not_answer(host, message)}, and the others alike): nothing was "
+            f"collected, so nothing is judged. Ansible said: {words(message, 1000)}")
 
 
 # Ansible's words when the cause is on the control host: the vault, an inventory variable
@@ -178,9 +183,9 @@ vault id and password file of this inventory)
     for host, task, said in failures:
         by_words.setdefault(said.strip(), []).append((host, task))
     parts = []
-    for said, where in by_words.items():
-        hosts = ", ".join(dict.fromkeys(h for h, _ in where))
-        tasks = ", ".join(dict.fromkeys(t for _, t in where))
+    for said, seen in by_words.items():
+        hosts = ", ".join(dict.fromkeys(h for h, _ in seen))
+        tasks = ", ".join(dict.fromkeys(t for _, t in seen))
         where = "".join(f" Origin: {o}" for o in origins if o not in said)
         parts.append(f"Ansible said ({hosts}; task {tasks}): {said}{where}{hint(said)}")
     return ("collection failed on the control host's side, not on a node: nothing is "
