@@ -171,8 +171,8 @@ def test_stopped_node_is_rejected_alone_and_a_retest_accepts_both(provisioned_ra
     stop = rackgate("demo", "inject", "node-down", "-i", DEMO)
     assert stop.returncode == 0, stop.stdout + stop.stderr
     try:
-        # --no-plan: the plan would refuse a rack with a node down (exit 2, nothing run);
-        # this test is about how a run judges the node that went down
+        # --no-plan: this test is about how a run judges the node that went down (the
+        # plan lists it as a node that did not answer; its launch probe may refuse)
         proc = rackgate("validate", "-i", DEMO, "--profile", "demo", "--no-plan")
     finally:
         start = run("podman", "start", "rg-node02")
