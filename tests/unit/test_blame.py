@@ -103,7 +103,8 @@ def test_a_run_collected_with_the_dead_node_in_its_jobs_accepts_the_31_others(
     nodes = by_node(stored(tmp_path, left_out=False))
     dead = nodes.pop(DEAD)
     assert dead["verdict"] == "REJECT"
-    assert result(dead, "gpu.health")["message"].startswith("host unreachable")
+    assert result(dead, "gpu.health")["message"].startswith(
+        f"nothing collected: {DEAD} did not answer: there is no route to it")
     pairs = result(dead, "fabric.pairwise_bw")
     assert pairs["status"] == "error" and "is it up and reachable" in pairs["message"]
     nccl = result(dead, "nccl.fabric_all_reduce")

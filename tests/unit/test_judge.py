@@ -36,7 +36,8 @@ def test_healthy_evidence_is_judged(fixture_text, demo):
     ("changes", "stdout", "message"),
     [
         (dict(outcome="unreachable", rc=None, message="Failed to create temporary directory"),
-         "", "host unreachable, nothing collected: Failed to create temporary directory"),
+         "", "nothing collected: n1 did not answer: Ansible could not create its temporary "
+             "directory there"),
         (dict(outcome="timeout", rc=124, message="killed after 120 s"), "",
          "command timed out: killed after 120 s"),
         (dict(outcome="not_run", rc=None, message="rackgate_scratch_path must be absolute"), "",

@@ -41,7 +41,7 @@ from rackgate.cli_results import STATUS_STYLE, add_show, print_outcome
 from rackgate.cli_verify import register as register_verify
 from rackgate.collect.ansible import FORK_MIB, default_forks
 from rackgate.collect.phases import VIA
-from rackgate.collect.preflight import PlanRefused, errors, preflight
+from rackgate.collect.preflight import PlanRefused, errors, preflight, unreachable
 from rackgate.collect.preflight_records import Problem
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.demo.rack import DemoError
@@ -174,13 +174,15 @@ def _print_problems(problems: Sequence[Problem]) -> None:
     for p in problems:
         out.print(f"{p.severity.upper():<5} {p.host or '(run)'}  {p.check or '-'}: {p.message}",
                   markup=False, highlight=False)
-    n_err = len(errors(problems))
-    out.print(f"Plan: {n_err} error(s), {len(problems) - n_err} note(s)" + (
+    n_err, n_down = len(errors(problems)), len(unreachable(problems))
+    down = f", {n_down} node(s) that did not answer" if n_down else ""
+    out.print(f"Plan: {n_err} error(s){down}, {len(problems) - n_err - n_down} note(s)" + (
         "" if n_err else ": ready to collect"), markup=False, highlight=False)
 
 
 def _plan_only(args: argparse.Namespace, checks: Sequence[str]) -> int:
-    """``validate --plan``: the plan's problems; exit 2 on any error, else 0."""
+    """``validate --plan``: the plan's problems; exit 2 on any error, 1 when a node did
+    not answer (the run would judge it error and the others on their merits), else 0."""
     if args.resume or args.retest or args.no_plan:
         raise RunError("--plan plans a fresh run: drop --resume, --retest and --no-plan")
     prep = prepare(args.inventory, load_profile_or_fail(args.profile, args.overrides or ()),
@@ -189,7 +191,8 @@ def _plan_only(args: argparse.Namespace, checks: Sequence[str]) -> int:
     problems = preflight(prep.view, prep.selected, prep.inv.sources,
                          forks=args.forks or default_forks(len(prep.hosts) + 1))
     _print_problems(problems)
-    return EXIT_CANNOT_RUN if errors(problems) else EXIT_ACCEPT
+    return EXIT_CANNOT_RUN if errors(problems) else \
+        EXIT_REJECT if unreachable(problems) else EXIT_ACCEPT
 
 
 @contextlib.contextmanager
@@ -319,7 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "it as one SLURM job across the nodes from the launch host "
                         "(default: ansible)")
     v.add_argument("--plan", action="store_true", help="only plan, in seconds: list every "
-                   "problem a run would meet (no benchmark runs); exit 2 on an error")
+                   "problem a run would meet (no benchmark runs); exit 2 on an error, 1 "
+                   "when a node did not answer (a run judges it error, the others on their "
+                   "merits)")
     v.add_argument("--no-plan", action="store_true", help="collect without the plan first "
                    "(validate refuses to start on a plan error; --resume never re-plans)")
     add_show(v)

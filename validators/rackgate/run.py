@@ -26,6 +26,7 @@ from rackgate.collect.preflight import preflight, refuse_on_errors
 from rackgate.collect.preflight_records import Problem
 from rackgate.collect.processes import end_collection
 from rackgate.collect.task import Interrupted, Stop
+from rackgate.collect.transport import ControlSideError
 from rackgate.fabric.plan import FabricPlan
 from rackgate.inventory import Inventory, load_inventory
 from rackgate.judge.run import judge_stored
@@ -283,7 +284,15 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
         progress(sk.host, sk.check, "skipped")  # judged as skip: nothing to collect
     collection = Collection(the_plan, view, selected, inv, store, forks, progress, stop,
                             keep_artifacts=keep_artifacts, via=via)
-    statuses = collection.run()
+    try:
+        statuses = collection.run()
+    except ControlSideError as exc:  # no verdict: no report, no history row, no drain
+        if manifest["revisions"][-1]["kind"] == "validate":  # a new run: say it is unjudged
+            manifest["control_failure"] = {"at": now(), "message": str(exc)}
+            write_json(run_dir / "manifest.json", manifest)
+        raise ControlSideError(f"{exc}\nRun {run_dir} has no report: fix this, then run "
+                               f"again (or `rackgate validate --resume {run_dir}`)") from None
+    manifest.pop("control_failure", None)
     manifest.setdefault("launched", {}).update(
         {c: rec.to_doc() for c, rec in collection.launched.items()})
     if stop():
@@ -305,6 +314,10 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     with ``overrides_files`` merged over it: ``apply_overrides``) and write the reports into
     ``out_dir`` (default: the run directory), compared with ``compare`` when given."""
     manifest = read_manifest(run_dir)
+    if manifest.get("control_failure"):
+        raise RunError(f"run {run_dir} was never collected (it failed on the control host's "
+                       f"side: {manifest['control_failure'].get('message', '?')}); "
+                       f"`rackgate validate --resume {run_dir}` collects it")
     return _judge(run_dir, manifest, *judging(run_dir, manifest, profile, overrides_files),
                   recorded_fabric(manifest, run_dir), out_dir or run_dir, compare)
 

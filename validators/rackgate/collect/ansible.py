@@ -62,6 +62,7 @@ from rackgate.collect.processes import (
 )
 from rackgate.collect.record import ProgressFn, Recorder, plain
 from rackgate.collect.task import KILL_AFTER_S, Stop, Task, attempt_token, run_token, wrapped
+from rackgate.collect.transport import ControlSideError, ansible_errors, control_failure, hint
 from rackgate.documents import load_json
 from rackgate.environment import ansible_env, program
 from rackgate.store.evidence import EvidenceStore
@@ -167,17 +168,22 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
     """Run the collect playbook over ``tasks`` (each an Ansible item, under the node lock
     as attempt ``attempt``: :func:`collect.task.attempt_token`) and ``bundles`` (one
     command each, their members wrapped as the same attempt): (ansible-runner's status,
-    the end of Ansible's output). ``ran`` receives the argv handed to Ansible per (host,
+    Ansible's output, plain). Without ansible-playbook or ansible-runner on the control
+    host: ControlSideError. ``ran`` receives the argv handed to Ansible per (host,
     check) of ``tasks``, ``fetched_to`` the directory each bundle's files are fetched to
     (in the private directory: gone after the run); ansible-runner's artifacts are copied
     to ``keep_to`` when given (:func:`copy_artifacts`)."""
-    import ansible_runner  # heavy import, kept out of judging and reporting
+    try:
+        import ansible_runner  # heavy import, kept out of judging and reporting
+    except ImportError as exc:
+        raise ControlSideError(f"ansible-runner cannot be imported by {sys.executable} on "
+                               f"the control host: {exc}") from None
 
     token = run_token(run_dir)
     playbook_bin = program("ansible-playbook")
     if playbook_bin is None:
-        return "failed", "ansible-playbook not found beside rackgate nor on PATH: install " \
-                         "ansible-core"
+        raise ControlSideError("ansible-playbook not found beside rackgate nor on the control "
+                               "host's PATH: install ansible-core")
     with private_dir() as pdd:
         secrets = pdd / "secrets"
         secrets.mkdir(mode=0o700)
@@ -233,7 +239,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
                 end_processes(_recorded(record, token), token)
             return stop()
 
-        status, tail = "failed", ""
+        status, output = "failed", ""
         try:
             result = ansible_runner.run(
                 private_data_dir=str(pdd),
@@ -252,7 +258,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
             status = str(result.status)
             stdout_path = pdd / "artifacts" / str(result.config.ident) / "stdout"
             if stdout_path.is_file():
-                tail = plain(stdout_path.read_text(errors="replace"))[-600:].strip()
+                output = plain(stdout_path.read_text(errors="replace"))[-100_000:]
             if keep_to is not None:
                 copy_artifacts(pdd / "artifacts", keep_to)
         finally:
@@ -260,7 +266,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
             # Ansible's workers and the commands they started on this host.
             end_processes(_recorded(record, token), token)
             record.unlink(missing_ok=True)
-    return status, tail
+    return status, output
 
 
 # Never "command" (it records rackgate's whole environment), nor anything else of the
@@ -326,12 +332,20 @@ def collect(tasks: Sequence[Task], inventory: Sequence[str], store: EvidenceStor
     ran = {(t.host, t.check): argv for _, members in made for t, argv in members.items()}
     bundles = {b.host: b for b, _ in made}
     recorder = Recorder(tasks, store, progress, ran, keep=keep_artifacts, bundles=bundles)
-    status, tail = _playbook(items, inventory, run_dir, forks=forks, handler=recorder.handle,
-                             stop=stop, who=who, attempt=attempt, ran=recorder.ran,
-                             keep_to=run_dir / "ansible-artifacts" if keep_artifacts else None,
-                             bundles=list(bundles.values()), fetched_to=recorder.fetched_to)
+    status, output = _playbook(items, inventory, run_dir, forks=forks,
+                               handler=recorder.handle, stop=stop, who=who, attempt=attempt,
+                               ran=recorder.ran, keep_to=run_dir / "ansible-artifacts"
+                               if keep_artifacts else None, bundles=list(bundles.values()),
+                               fetched_to=recorder.fetched_to)
     if stop():
         return "canceled"
+    tail = ansible_errors(output, 1500)
+    if recorder.control:
+        raise ControlSideError(control_failure(recorder.control, recorder.origins))
+    if status == "failed" and recorder.pending and not recorder.reached:
+        raise ControlSideError(f"Ansible failed before it reached any host: nothing was "
+                               f"collected, so nothing is judged. Ansible said: "
+                               f"{tail or 'nothing'}{hint(tail)}")
     bound = _bound_s(items, forks, list(bundles.values()))
     why = (f"collection stopped after its bound of {bound} s" if status == "timeout" else
            f"ansible-runner ended ({status}) without a result for this command")

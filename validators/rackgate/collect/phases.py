@@ -3,7 +3,10 @@
 1. Every node's own checks run first (phase 0: on the nodes, and on the control host).
 2. A node that was unreachable in phase 0 is left out of the jobs across the nodes
    (phase 1): they are planned again without it, so the others are measured, and the
-   manifest's ``launched`` record says who was left out and why.
+   manifest's ``launched`` record says who was left out and why (``collect.transport``'s
+   sentence). When every node under test (two or more) was unreachable for the same
+   cause, the cause is on the control host's side (its ssh key, its network, the demo
+   rack stopped): ControlSideError, and nothing is judged.
 3. A job across the nodes that failed, and whose output names the node(s) that broke it
    (``parsers.launch_failure``: SLURM's, Open MPI's and NCCL's error lines, rackgate's
    readiness guard), runs once more without them, when at least two nodes remain; its
@@ -23,9 +26,9 @@ from rackgate.checks.base import Check
 from rackgate.collect.ansible import collect, release_nodes
 from rackgate.collect.plan import Plan, plan
 from rackgate.collect.task import Stop, Task
+from rackgate.collect.transport import ControlSideError, did_not_answer, same_failure
 from rackgate.inventory import Inventory
 from rackgate.judge.evidence import broke_the_job
-from rackgate.model import last_words
 from rackgate.parsers.launch_failure import find_culprits
 from rackgate.placement import (
     ACROSS_NODES,
@@ -67,9 +70,16 @@ class Collection:
         across = [t for t in tasks if self.plan.phase_of[t.check] == ACROSS_NODES.phase]
         own = [t for t in tasks if t not in across]
         self._phase(own, slurm_host=self.slurm_host)
-        if self.stop() or not across:
+        if self.stop():
             return self.statuses
-        left = self.unreachable(own)
+        failed = self.unreachable(own)
+        reached = {t.host for t in own if not t.on_control and t.host in self.view.nodes}
+        same = same_failure(failed) if reached and set(failed) == reached else None
+        if same is not None:  # the control host's side, not the nodes': no verdict
+            raise ControlSideError(same)
+        if not across:
+            return self.statuses
+        left = {h: did_not_answer(h, said) for h, said in failed.items()}
         if left:
             across = self._replan([t.check for t in across], left)
         self._phase(across)
@@ -108,7 +118,7 @@ class Collection:
 
     def unreachable(self, tasks: Sequence[Task]) -> dict[str, str]:
         """The nodes under test that Ansible could not reach for their own checks of this
-        collection, with Ansible's reason (read from the evidence of the tasks that the
+        collection, with Ansible's words (read from the evidence of the tasks that the
         collector reported unreachable)."""
         out: dict[str, str] = {}
         for t in tasks:
@@ -120,7 +130,7 @@ class Collection:
             except EvidenceError:
                 continue
             if ev.outcome == "unreachable":
-                out[t.host] = f"{t.host} unreachable: {last_words(ev.message, 160)}"
+                out[t.host] = ev.message
         return out
 
     def culprits(self, task: Task) -> dict[str, str]:

@@ -36,6 +36,7 @@ from rackgate.collect.plan import plan
 from rackgate.collect.preflight_naming import naming_problems, needs_on
 from rackgate.collect.preflight_records import Answer, Kind, Need, Preflight, Probe, Problem
 from rackgate.collect.task import Stop, Task
+from rackgate.collect.transport import ControlSideError, did_not_answer, same_failure
 from rackgate.documents import load_json
 from rackgate.fabric.rails import rail_mismatches
 from rackgate.judge.evidence import not_applicable
@@ -236,7 +237,8 @@ def build(view: RunView, checks: Sequence[Check]) -> Preflight:
         probes.append(_probe(host, name, asks, problems, view.python, True, var))
     if view.launch_host is not None and launch.items:
         probes.append(_probe(view.launch_host, PLAN_LAUNCH, launch, problems))
-    return Preflight(tuple(problems), tuple(p for p in probes if p is not None))
+    return Preflight(tuple(problems), tuple(p for p in probes if p is not None),
+                     tuple(view.nodes))
 
 
 # ---------------------------------------------------------------------------- judging
@@ -306,6 +308,13 @@ def judge(pre: Preflight, answers: Mapping[tuple[str, str], Answer]) -> list[Pro
     for probe in pre.probes:
         t = probe.task
         a = answers.get((t.host, t.check))
+        if a is not None and a.outcome == "unreachable":  # one sentence, in whole words
+            node = t.check == PLAN_NODE and t.host in pre.nodes
+            out.append(Problem(t.host, None, f"{did_not_answer(t.host, a.message)}: " + (
+                "its checks will be judged error, the other nodes on their merits" if node
+                else f"the plan's probe ({t.check}) could not run"),
+                "unreachable" if node else "error"))
+            continue
         if a is None or a.outcome != "completed" or a.rc != 0:
             why = "no answer" if a is None else \
                 f"{a.outcome}, rc {a.rc}: {(a.message or a.stderr).strip()[-400:] or '?'}"
@@ -323,11 +332,15 @@ def judge(pre: Preflight, answers: Mapping[tuple[str, str], Answer]) -> list[Pro
         for need in probe.needs:
             out += [Problem(t.host, ", ".join(need.checks), m)
                     for m in _need_problems(t, need, doc)]
-    return sorted(out, key=lambda p: p.severity != "error")
+    return sorted(out, key=lambda p: ("error", "unreachable", "note").index(p.severity))
 
 
 def errors(problems: Sequence[Problem]) -> list[Problem]:
     return [p for p in problems if p.severity == "error"]
+
+
+def unreachable(problems: Sequence[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity == "unreachable"]
 
 
 class PlanRefused(RunError):
@@ -369,6 +382,14 @@ def run(pre: Preflight, sources: Sequence[str], *, forks: int = 20,
 
 def preflight(view: RunView, checks: Sequence[Check], sources: Sequence[str], *,
               forks: int = 20, stop: Stop | None = None) -> list[Problem]:
-    """The plan of a run: build, run the probes, judge their answers."""
+    """The plan of a run: build, run the probes, judge their answers. When every node
+    under test (two or more) did not answer, for the same cause: ControlSideError."""
     pre = build(view, checks)
-    return judge(pre, run(pre, sources, forks=forks, stop=stop))
+    answers = run(pre, sources, forks=forks, stop=stop)
+    probed = {p.task.host: answers.get((p.task.host, p.task.check)) for p in pre.probes
+              if p.task.check == PLAN_NODE and p.task.host in pre.nodes}
+    failed = {h: a.message for h, a in probed.items() if a and a.outcome == "unreachable"}
+    same = same_failure(failed) if probed and len(failed) == len(probed) else None
+    if same is not None:
+        raise ControlSideError(same)
+    return judge(pre, answers)

@@ -8,14 +8,18 @@ from typing import Literal
 
 from rackgate.collect.task import Task
 
-Severity = Literal["error", "note"]
+# "unreachable": a node under test that did not answer: the run judges it error and goes on
+# for the others (it refuses on an "error" only)
+Severity = Literal["error", "unreachable", "note"]
 # "any_tool": one of several programs (subject: their names, space-separated)
 Kind = Literal["tool", "any_tool", "dir", "rdma", "net", "root", "secret", "slurm"]
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding of the plan: an ``error`` refuses the run, a ``note`` is for people."""
+    """One finding of the plan: an ``error`` refuses the run, a node that is
+    ``unreachable`` will be judged error while the others are judged on their merits, a
+    ``note`` is for people."""
 
     host: str | None  # None: the run as a whole
     check: str | None  # the check(s) it concerns, comma-separated; None: every check
@@ -44,6 +48,7 @@ class Probe:
 class Preflight:
     problems: tuple[Problem, ...]  # found without asking any host
     probes: tuple[Probe, ...]
+    nodes: tuple[str, ...] = ()  # the nodes under test
 
 
 @dataclass(frozen=True)

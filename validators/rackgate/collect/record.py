@@ -33,10 +33,13 @@ from rackgate.collect.task import (
     Task,
     under_lock,
 )
+from rackgate.collect.transport import MODULE_FAILED, NOT_EXECUTABLE_RC, control_side
 from rackgate.model import last_words
 from rackgate.store.evidence import EvidenceStore
 
 ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
+_ORIGIN = re.compile(r"^Origin: (\S+:\d+(?::\d+)?)\s*$", re.M)  # Ansible 2.19's display
+_OWN = "rackgate/collect/playbooks/collect.yml:"  # the playbook's own origins: not the cause
 # The task names of playbooks/collect.yml that the recorder reads the events of
 ITEM_TASK = "Run acceptance commands"
 DIR_TASK = "Make the private directory of this host's evidence records"
@@ -50,16 +53,18 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-def ansible_error(res: Mapping[str, Any], default: str = "") -> str:
-    """Ansible's own words on an item or task: the first lines of its ``msg`` and, when it
-    could not run its module on the host, the module's stderr (else its stdout) on a line
-    of its own after ``module stderr: `` (``judge.evidence`` reads it); plain, bounded.
+def ansible_error(res: Mapping[str, Any], default: str = "", whole: bool = False) -> str:
+    """Ansible's own words on an item or task: the first lines of its ``msg`` (``whole``:
+    all of it, uncut, up to 8,000 characters: what the evidence of an unreachable host
+    keeps) and, when it could not run its module on the host, the module's stderr (else
+    its stdout) on a line of its own after ``module stderr: `` (``judge.evidence`` reads
+    it); plain, bounded.
 
     >>> ansible_error({"msg": "MODULE FAILURE", "module_stderr": "pyenv: python3: not found"})
     'MODULE FAILURE\\nmodule stderr: pyenv: python3: not found'
     """
-    said = "\n".join(line[:300] for line in
-                     plain(str(res.get("msg") or default)).strip().splitlines()[:5])
+    msg = plain(str(res.get("msg") or default)).strip()
+    said = msg[:8000] if whole else "\n".join(line[:300] for line in msg.splitlines()[:5])
     err, out = (plain(str(res.get(k) or "")).strip() for k in ("module_stderr", "module_stdout"))
     if err or out:
         said += f"\nmodule {'stderr' if err else 'stdout'}: {(err or out)[-1500:]}"
@@ -112,6 +117,14 @@ class Recorder:
             if not bundled(t):
                 self.items.setdefault(t.host, []).append(t)
         self.items_seen: dict[str, int] = {}
+        # failures on the control host's side (the vault, the inventory, a connection
+        # plugin, its Python or tools): (host, task, Ansible's words); collection then
+        # raises ControlSideError and nothing of their hosts is recorded as evidence
+        self.control: list[tuple[str, str, str]] = []
+        # where Ansible located them (its display's "Origin: FILE:LINE:COL", inventory
+        # files first): its events' results do not carry them
+        self.origins: list[str] = []
+        self.reached = False  # whether Ansible got as far as any host
 
     def record(self, task: Task, stdout: str, argv: Sequence[str] | None = None,
                **fields: Any) -> None:
@@ -135,6 +148,11 @@ class Recorder:
             return
         rc = res.get("rc")
         stderr = plain(str(res.get("stderr", "")))
+        failed = _control_host_failed(res, rc, stderr) if item.get("local") else None
+        if failed:
+            self.control.append((host, f"{ITEM_TASK} ({task.check}, on the control host)",
+                                 failed))
+            return
         outcome, said = outcome_of(task, rc, stderr, self.ran[(task.host, task.check)])
         if res.get("unreachable"):
             outcome, said = "unreachable", None
@@ -218,7 +236,14 @@ class Recorder:
         host = data.get("host", "")
         res = data.get("res", {}) or {}
         task = data.get("task")
-        if kind in ("runner_item_on_ok", "runner_item_on_failed"):
+        self.reached = self.reached or (bool(host) and kind.startswith("runner_"))
+        if kind in ("runner_on_failed", "runner_item_on_failed", "runner_on_unreachable") \
+                and (host in {h for h, _, _ in self.control} or control_side(_said(res))):
+            if control_side(plain(str(res.get("msg") or ""))):
+                self.control.append((host, str(task), ansible_error(res, whole=True)))
+            self.origins += [o for o in _ORIGIN.findall(plain(str(event.get("stdout") or "")))
+                             if o not in self.origins and _OWN not in o]
+        elif kind in ("runner_item_on_ok", "runner_item_on_failed"):
             if task == ITEM_TASK:
                 self.item(host, res)
         elif kind == "runner_on_ok" and task == BUNDLE_TASK:
@@ -227,8 +252,28 @@ class Recorder:
             self.fetched(host, res if kind == "runner_on_failed" else None)
         elif kind == "runner_on_failed" and task in (BUNDLE_TASK, DIR_TASK):
             self.bundle_failed(host, res)
-        elif kind == "runner_on_unreachable":
-            self.host_failed(host, "unreachable", ansible_error(res, "host unreachable"))
+        elif kind == "runner_on_unreachable":  # the evidence keeps Ansible's words uncut
+            self.host_failed(host, "unreachable", ansible_error(res, "host unreachable",
+                                                                whole=True))
         elif kind == "runner_on_failed":
             self.host_failed(host, "not_run", ansible_error(res, "the collection task failed"))
         return self.keep  # whether ansible-runner keeps the event on disk
+
+
+def _control_host_failed(res: Mapping[str, Any], rc: Any, stderr: str) -> str | None:
+    """Why a command on the control host never started there (Ansible could not run its
+    module: the control host's Python; timeout(1) could not run the tool), or None."""
+    if "module_stderr" in res or "module_stdout" in res \
+            or str(res.get("msg") or "").startswith(MODULE_FAILED):
+        return ansible_error(res, "Ansible could not run its module")
+    if rc in NOT_EXECUTABLE_RC and "timeout: failed to run command" in stderr:
+        return stderr.strip()[-1500:]
+    return None
+
+
+def _said(res: Mapping[str, Any]) -> str:
+    """Ansible's messages in a result: its own, and those of its items (``results``)."""
+    items = res.get("results")
+    return plain("\n".join([str(res.get("msg") or "")] + [
+        str(r.get("msg") or "") for r in (items if isinstance(items, list) else [])
+        if isinstance(r, Mapping)]))

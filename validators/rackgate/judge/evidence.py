@@ -20,6 +20,7 @@ from typing import Any
 from rackgate.checks.base import Check
 from rackgate.collect.launch import LOCK_BUSY_RC
 from rackgate.collect.task import check_argv
+from rackgate.collect.transport import MODULE_FAILED, NOT_EXECUTABLE_RC, did_not_answer
 from rackgate.fabric.findings import node_results
 from rackgate.fabric.plan import FabricPlan
 from rackgate.model import Result, Status, describe, last_words
@@ -28,11 +29,8 @@ from rackgate.parsers.launch_failure import find_culprits
 from rackgate.profile import Profile
 from rackgate.store.evidence import Evidence
 
-NOT_EXECUTABLE_RC = (126, 127)  # timeout(1) and shells: cannot execute / not found
-# Ansible's words when it could not run its module on the host (2.17 and 2.18: MODULE
-# FAILURE; 2.19 names the failed deserialization), and the line that
-# collect.record.ansible_error adds to the message with the module's stderr or stdout.
-_MODULE_FAILED = ("MODULE FAILURE", "Module result deserialization failed")
+# The line that collect.record.ansible_error adds to Ansible's message on a module that
+# could not run (collect.transport.MODULE_FAILED) with the module's stderr or stdout.
 _MODULE_SAID = re.compile(r"^module (?:stderr|stdout): (.*)", re.M | re.S)
 
 
@@ -43,15 +41,9 @@ def module_failure(ev: Evidence) -> str | None:
     said = _MODULE_SAID.search(ev.message)
     if said and said.group(1).strip():
         return said.group(1).strip()
-    if said or ev.message.startswith(_MODULE_FAILED):
+    if said or ev.message.startswith(MODULE_FAILED):
         return ev.message.strip().splitlines()[0]
     return None
-
-
-def _head(text: str, n: int = 200) -> str:
-    """The start of an Ansible error: its first sentence says what went wrong."""
-    text = " ".join(text.strip().split())
-    return text if len(text) <= n else text[:n] + "..."
 
 
 _PARAMS: dict[tuple[str, str], Any] = {}
@@ -115,8 +107,8 @@ def evidence_problem(check: Check, ev: Evidence, stdout: str,
     def error(msg: str) -> Result:
         return Result(node, check.name, Status.ERROR, msg, evidence=where)
 
-    if ev.outcome == "unreachable":
-        return error(f"host unreachable, nothing collected: {_head(ev.message)}")
+    if ev.outcome == "unreachable":  # one sentence; the evidence has Ansible's words
+        return error(f"nothing collected: {did_not_answer(node, ev.message)}")
     failed = module_failure(ev) if ev.outcome != "timeout" else None
     if failed is not None:  # the check's command never started
         rc = f" (rc {ev.rc})" if ev.rc is not None else ""
