@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from rackgate.baseline import DEFAULT_TOLERANCE, Baseline, BaselineError, baseline
+from rackgate.cli_common import command
 from rackgate.figures import figure, with_unit
 from rackgate.reports import UnreadableReport, read_report
 from rackgate.store.manifest import RunError
@@ -177,8 +178,24 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rackgate baseline`` to the top-level parser."""
-    b = sub.add_parser("baseline", help="profile overrides from a run's golden nodes: their "
-                                        "measured figures become the references")
+    b = command(
+        sub, "baseline", summary="profile overrides from a run's golden nodes: their measured "
+                                 "figures become the references",
+        description="Profile overrides whose references are what a run's golden nodes "
+                    "measured (their median, with a pass band of --tolerance around it), so "
+                    "that validate and judge --overrides FILE judge against the site's own "
+                    "figures. The report is verified first (rackgate verify): a report that "
+                    "differs from its evidence is refused. The YAML goes to stdout or -o "
+                    "FILE; what was baselined and what was left out goes to stderr.",
+        examples=["rackgate baseline runs/<golden> -o site-baseline.yaml",
+                  "rackgate baseline runs/<golden> --nodes dgx001,dgx002,dgx003 "
+                  "--tolerance 0.05 -o site-baseline.yaml",
+                  "rackgate validate -i inventory/<site> --profile dgx-h100 --overrides "
+                  "site-baseline.yaml"],
+        exit_codes=[(EXIT_OK, "the overrides were written"),
+                    (EXIT_CANNOT_RUN, "refused: a run without report.json, a report that does "
+                                      "not verify, a node not accepted, an existing -o "
+                                      "without --force")])
     b.add_argument("run_dir", help="a judged run directory (its report.json)")
     b.add_argument("--nodes", help="the golden nodes, comma-separated; each must be accepted "
                                    "(default: every node of the run)")

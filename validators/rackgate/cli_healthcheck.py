@@ -8,7 +8,8 @@ entry point (:func:`main`) of a venv that holds rackgate and nothing else.
 Output: one line per item that did not pass, one line for what was done in SLURM, one
 summary line. Exit codes: 0 healthy, 1 an item failed (or gave no evidence), 2 the check
 could not run (configuration refused) or SLURM could not be read or changed.
-This module imports only the standard library, PyYAML and ``rackgate.health``.
+This module imports only the standard library, PyYAML, ``rackgate.health`` and
+``rackgate.cli_common`` (the help page's form; standard library only).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rackgate.cli_common import command, epilog, paragraphs
 from rackgate.health import REASON_PREFIX
 from rackgate.health.config import ConfigError, load_config
 from rackgate.health.decide import decide, drain_reason, drained_after, textfile
@@ -39,6 +41,18 @@ from rackgate.health.probe import (
 DEFAULT_CONFIG = "/etc/rackgate/healthcheck.yaml"
 TEXTFILE = "rackgate-healthcheck.prom"
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN = 0, 1, 2
+# the help page's, for people (never the module's docstring, written for developers)
+DESCRIPTION = ("Check this node between jobs (the items of --config), drain it in SLURM when "
+               "an item fails and resume it when all pass again (only a drain the health "
+               "check made itself), and leave the results for node_exporter's textfile "
+               "collector. slurmd runs it as HealthCheckProgram. One line per item that did "
+               "not pass, one for what was done in SLURM, one summary line.")
+EXAMPLES = ["rackgate-healthcheck", "rackgate-healthcheck --no-slurm",
+            "rackgate-healthcheck --config /etc/rackgate/healthcheck.yaml"]
+EXIT_CODES = [(EXIT_HEALTHY, "healthy"),
+              (EXIT_UNHEALTHY, "an item failed (or gave no evidence)"),
+              (EXIT_CANNOT_RUN, "the check could not run (configuration refused), or SLURM "
+                                "could not be read or changed")]
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,8 +65,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add ``healthcheck`` to rackgate's subcommands."""
-    p = sub.add_parser("healthcheck", help="check this node between jobs; drain or resume it "
-                       "in SLURM (HealthCheckProgram)")
+    p = command(sub, "healthcheck", summary="check this node between jobs; drain or resume "
+                                            "it in SLURM (HealthCheckProgram)",
+                description=DESCRIPTION,
+                examples=[e.replace("rackgate-healthcheck", "rackgate healthcheck")
+                          for e in EXAMPLES], exit_codes=EXIT_CODES)
     _add_arguments(p)
     p.set_defaults(func=lambda args: healthcheck(args, sys.stdout))
 
@@ -132,7 +149,9 @@ def _slurm(name: str, reason: str | None, root: Path, node: Node, budget: Budget
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``rackgate-healthcheck`` entry point (the node's venv)."""
-    p = argparse.ArgumentParser(prog="rackgate-healthcheck", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="rackgate-healthcheck", description=paragraphs(DESCRIPTION),
+                                epilog=epilog(EXAMPLES, EXIT_CODES),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)
     return healthcheck(p.parse_args(argv), sys.stdout)
 
