@@ -135,8 +135,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                   "rackgate history rg-node01 --check fio.seq_read --runs 50"],
         exit_codes=[(0, "listed"), (1, "the history holds nothing for the question"),
                     (2, "no history in --runs-dir, or it cannot be read")])
-    h.add_argument("node", nargs="?", metavar="NODE", help="an inventory host: only the runs that judged it, "
-                                           "with its own verdict")
+    h.add_argument("node", nargs="?", metavar="NODE",
+                   help="an inventory host: only the runs that judged it, with its own "
+                        "verdict")
     h.add_argument("--results", action="store_true",
                    help="list NODE's results, one line per check and run, instead of one "
                         "line per run (skips are counted, not listed)")
