@@ -89,7 +89,7 @@ def test_one_rack_over_time_lists_the_status_change_and_the_figure_change():
         ("n3", "ACCEPT", "ACCEPT", 0)]
     assert diff["counts"] == {
         "changes": 2, "status": 1, "figure": 2, "unit": 0, "node_verdicts": 1,
-        "identity": 0, "node_profile_sha256": 0, "not_paired": 0}
+        "identity": 0, "node_profile_sha256": 0, "not_paired": 0, "better": 0, "worse": 1}
     assert diff["changed"] is True
 
 
@@ -114,9 +114,10 @@ def test_the_same_rack_again_with_figures_within_the_threshold_is_no_change(tmp_
     assert diff["changes"] == [] and diff["changed"] is False
     paths = write(tmp_path, a, b)
     assert main(["diff", *paths]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == (
-        "0 changed result(s) (0 status, 0 figure; figure threshold 5%), 0 node verdict(s), "
-        "0 identity field(s), 0 node(s) not paired")
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "0 changed result(s) (0 status: 0 better, 0 worse; 0 figure; figure threshold 5%), "
+        "0 node verdict(s), 0 identity field(s), 0 node(s) not paired",
+        "overall: same: no verdict or status changed"]
 
 
 def test_all_lists_every_figure_and_message_change():
@@ -147,9 +148,11 @@ def test_a_check_added_or_removed_is_a_status_change():
         (FIO, "removed", "pass", None), (IDENT, "added", None, "pass")]
     assert diff["changed"] is True
     lines = render_text(diff).splitlines()
-    assert f"n1 {FIO}: removed (pass, 612.3 MB/s): sequential read 612.3 MB/s meets >= " \
-           "50 MB/s" in lines
-    assert f"n1 {IDENT}: added (pass, none): identified: serial S1, BIOS 2.1.4" in lines
+    # absent counts as a skip: a pass removed is worse, a pass added better
+    assert f"n1 {FIO}: removed (pass, 612.3 MB/s) (worse): sequential read 612.3 MB/s meets " \
+           ">= 50 MB/s" in lines
+    assert f"n1 {IDENT}: added (pass, none) (better): identified: serial S1, BIOS 2.1.4" in lines
+    assert diff["direction"] == "mixed"
 
 
 def two_racks():
@@ -179,7 +182,8 @@ def test_two_racks_of_one_sku_are_paired_by_rack_position():
     ids = diff["nodes"][0]["identity"]
     assert [(i["field"], i["a"], i["b"]) for i in ids] == [
         ("product_serial", "Agpu001", "Bgpu101"), ("machine_id", "Agpu00100ff", "Bgpu10100ff")]
-    assert f"gpu001/gpu101 {PSU}: status pass -> fail; message: 1 of 2 PSUs healthy" \
+    assert f"gpu001/gpu101 {PSU}: status pass -> fail (worse); message \"2 of 2 PSUs " \
+           "healthy\" -> \"1 of 2 PSUs healthy\"" \
            in render_text(diff).splitlines()
     assert diff_reports(a, b, match="name")["matching"]["pairs"] == 0
 
@@ -367,14 +371,16 @@ def test_the_cli_prints_one_line_per_change_and_exits_1(tmp_path, capsys):
     assert lines[0].endswith(f"profile demo (sha256 {DEMO.sha256[:12]}), ACCEPT, 3 of 3 "
                              "nodes accepted")
     assert lines[2:] == [
-        "rack verdict: ACCEPT -> REJECT",
+        "rack verdict: ACCEPT -> REJECT (worse)",
         "nodes paired by name: 3 pair(s), 0 only in A, 0 only in B, 0 not matched",
         f"n1 {FIO}: measured 612.3 MB/s -> 700 MB/s (+14.32%)",
-        "n2: verdict ACCEPT -> REJECT",
-        f"n2 {FIO}: status pass -> fail; measured 598 MB/s -> 42 MB/s (-92.98%); message: "
-        "sequential read 42.0 MB/s misses >= 50 MB/s",
-        "2 changed result(s) (1 status, 2 figure; figure threshold 5%), 1 node verdict(s), "
-        "0 identity field(s), 0 node(s) not paired"]
+        "n2: verdict ACCEPT -> REJECT (worse)",
+        f"n2 {FIO}: status pass -> fail (worse); measured 598 MB/s -> 42 MB/s (-92.98%); "
+        'message "sequential read 598.0 MB/s meets >= 50 MB/s" -> "sequential read 42.0 MB/s '
+        'misses >= 50 MB/s"',
+        "2 changed result(s) (1 status: 0 better, 1 worse; 2 figure; figure threshold 5%), "
+        "1 node verdict(s), 0 identity field(s), 0 node(s) not paired",
+        "overall: worse: a verdict or status got worse"]
     assert main(["diff", a, b, "--figure-threshold", "20"]) == 1
     assert f"n1 {FIO}: measured" not in capsys.readouterr().out
 
@@ -437,7 +443,7 @@ def test_the_html_page_parses_and_escapes_every_value(tmp_path):
     assert HOSTILE in page.text["diff-changes"]
     assert f"node.identity bios_version: 2.1.4 → {HOSTILE}" in page.text["diff-nodes"]
     assert "runs/<b>/report.json: run run-<2>" in page.text["diff-runs"]
-    assert page.text["verdict"] == "Verdicts or statuses changed"
+    assert page.text["verdict"] == "Worse: a verdict or status got worse"
     racks = Page(render_html(diff_reports(*two_racks()))).text["diff-nodes"]
     assert "gpu001/gpu101 rack r1 u 10 → rack r2 u 10 ACCEPT → REJECT" in " ".join(racks.split())
     path = tmp_path / "diff.html"
@@ -459,7 +465,7 @@ def test_the_section_renders_in_the_reports_environment():
     page = Page(html)
     assert html.startswith('<main><section id="diff">') and "script" not in page.tags
     assert " ".join(page.text["diff-changes"].split()) == (
-        f"NodeCheckStatusMeasuredChangeExpectedMessage n1 {PSU} pass → fail 2 PSUs → "
-        f"2 PSUs >= 2 PSUs {HOSTILE}")
+        f"NodeCheckStatusMeasuredChangeExpectedMessage n1 {PSU} pass → fail worse 2 PSUs → "
+        f"2 PSUs >= 2 PSUs A: 2 of 2 PSUs healthy B: {HOSTILE}")
     assert env.from_string('{% from "diff_section.html.j2" import diff_section %}'
                            "{% if diff is defined and diff %}x{% endif %}").render() == ""

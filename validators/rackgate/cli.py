@@ -1,4 +1,5 @@
-"""rackgate's command line; the only layer that prints.
+"""rackgate's command line (the only layer that prints): the parser of every subcommand,
+each with its description, examples and exit codes, and ``validate`` and ``judge``.
 
 Exit codes follow the rack verdict: 0 ACCEPT, 1 REJECT, 2 could not run.
 """
@@ -11,7 +12,7 @@ import os
 import signal
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -24,38 +25,36 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
-from rich.text import Text
 
 from rackgate import __version__
-from rackgate.checks import RACK_REGISTRY, REGISTRY
 from rackgate.checks.base import Check
 from rackgate.cli_baseline import register as register_baseline
+from rackgate.cli_common import command, epilog, paragraphs, positive_int
 from rackgate.cli_demo import register as register_demo
 from rackgate.cli_diff import register as register_diff
 from rackgate.cli_drain import register as register_drain
 from rackgate.cli_fabric import register as register_fabric
 from rackgate.cli_healthcheck import register as register_healthcheck
+from rackgate.cli_history import register as register_history
+from rackgate.cli_list import register as register_list
 from rackgate.cli_metrics import register as register_metrics
-from rackgate.cli_results import STATUS_STYLE, add_show, print_outcome
+from rackgate.cli_plan import plan_only, problem_lines, validating_line
+from rackgate.cli_results import add_show, print_outcome
 from rackgate.cli_verify import register as register_verify
-from rackgate.collect.ansible import FORK_MIB, default_forks
+from rackgate.collect.ansible import FORK_MIB
 from rackgate.collect.phases import VIA
-from rackgate.collect.preflight import PlanRefused, errors, preflight, unreachable
+from rackgate.collect.plan_summary import PlanSummary
+from rackgate.collect.preflight import PlanRefused
 from rackgate.collect.preflight_records import Problem
 from rackgate.collect.task import Interrupted, Stop
 from rackgate.demo.rack import DemoError
-from rackgate.figures import with_unit
 from rackgate.inventory import InventoryError
 from rackgate.model import Verdict
 from rackgate.overrides import load_profile_or_fail
-from rackgate.placement import placement_of
-from rackgate.profile import available_profiles
 from rackgate.reports.diff import compared
 from rackgate.reports.diff_input import DiffError
 from rackgate.run import RunOutcome, judge_run, resume, retest, validate
-from rackgate.selection import prepare
-from rackgate.store.history import HistoryError, default_history_path, node_history, open_history
+from rackgate.store.history import HistoryError
 from rackgate.store.manifest import RunError
 
 EXIT_ACCEPT, EXIT_REJECT, EXIT_CANNOT_RUN = 0, 1, 2
@@ -93,7 +92,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise RunError(f"--limit {args.limit!r} names no host pattern (leave it out to "
                        f"validate the whole group)")
     if args.plan:
-        return _plan_only(args, checks)
+        return plan_only(args, checks, _line)
     interactive = out.is_terminal
     progress = Progress(TextColumn("{task.description:<22}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=out,
@@ -102,22 +101,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     totals: dict[str, int] = {}
     done: dict[str, int] = {}
 
-    def on_plan(selected: Sequence[Check], pending: Mapping[str, int]) -> None:
+    def on_plan(selected: Sequence[Check], summary: PlanSummary) -> None:
         what = (f"resuming {args.resume}" if args.resume else
                 f"retesting the failures of {args.retest}" if args.retest else
                 f"group {args.group!r} against profile {args.profile}")
-        out.print(f"Validating ({what}): " + ", ".join(f"{c.name} on {pending[c.name]} node(s)"
-                                                     for c in selected),
-                  markup=False, highlight=False)
-        for c in selected:
-            tasks[c.name] = progress.add_task(c.name, total=pending[c.name])
+        _line(validating_line(what, summary))
+        pending, running = summary.pending, {c.check for c in summary.running}
+        for c in selected:  # a bar for each check that runs; the others are counted too
+            tasks[c.name] = progress.add_task(c.name, total=pending[c.name],
+                                              visible=c.name in running)
             totals[c.name], done[c.name] = pending[c.name], 0
 
     outcomes: dict[str, Counter[str]] = defaultdict(Counter)
 
     def on_result(host: str, check: str, outcome: str) -> None:
         """Logs (no terminal) get a line per command that did not simply complete (every
-        line with --show all) and one per check when its last node is in."""
+        line with --show all) and one per check when its last node is in (not for a check
+        only skipped: the Validating line counted it)."""
         done[check] += 1
         totals[check] = max(totals[check], done[check])  # a job run again counts too
         progress.update(tasks[check], total=totals[check], advance=1)
@@ -127,7 +127,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         where = f"[{done[check]}/{totals[check]}] {check}"
         if args.show == "all" or outcome not in ("completed", "skipped"):
             out.print(f"{where} {host}: {outcome}", markup=False, highlight=False)
-        if done[check] == totals[check]:
+        if done[check] == totals[check] and (args.show == "all"
+                                             or set(outcomes[check]) != {"skipped"}):
             out.print(f"{where}: " + ", ".join(f"{n} {o}" for o, n in outcomes[check].items()),
                       markup=False, highlight=False)
 
@@ -169,30 +170,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return code
 
 
+def _line(text: str) -> None:
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def _print_problems(problems: Sequence[Problem]) -> None:
-    """The plan's problems, one line each (severity, host, check: message), then a summary."""
-    for p in problems:
-        out.print(f"{p.severity.upper():<5} {p.host or '(run)'}  {p.check or '-'}: {p.message}",
-                  markup=False, highlight=False)
-    n_err, n_down = len(errors(problems)), len(unreachable(problems))
-    down = f", {n_down} node(s) that did not answer" if n_down else ""
-    out.print(f"Plan: {n_err} error(s){down}, {len(problems) - n_err - n_down} note(s)" + (
-        "" if n_err else ": ready to collect"), markup=False, highlight=False)
-
-
-def _plan_only(args: argparse.Namespace, checks: Sequence[str]) -> int:
-    """``validate --plan``: the plan's problems; exit 2 on any error, 1 when a node did
-    not answer (the run would judge it error and the others on their merits), else 0."""
-    if args.resume or args.retest or args.no_plan:
-        raise RunError("--plan plans a fresh run: drop --resume, --retest and --no-plan")
-    prep = prepare(args.inventory, load_profile_or_fail(args.profile, args.overrides or ()),
-                   group=args.group, limit=args.limit, checks=checks or None,
-                   fabric_plan_file=args.fabric_plan)
-    problems = preflight(prep.view, prep.selected, prep.inv.sources,
-                         forks=args.forks or default_forks(len(prep.hosts) + 1))
-    _print_problems(problems)
-    return EXIT_CANNOT_RUN if errors(problems) else \
-        EXIT_REJECT if unreachable(problems) else EXIT_ACCEPT
+    for line in problem_lines(problems):
+        _line(line)
 
 
 @contextlib.contextmanager
@@ -220,70 +204,57 @@ def cmd_judge(args: argparse.Namespace) -> int:
                               compare), args.show)
 
 
-def cmd_history(args: argparse.Namespace) -> int:
-    path = default_history_path(Path(args.runs_dir))
-    if not path.is_file():
-        raise RunError(f"no run history at {path} (it is written by validate and judge)")
-    conn = open_history(path)
-    try:
-        rows = node_history(conn, args.node, args.check, args.limit)
-    finally:
-        conn.close()
-    if not rows:
-        out.print(f"no results for node {args.node!r} in {path}", markup=False, highlight=False)
-        return EXIT_REJECT
-    table = Table(title=f"history of {args.node}")
-    for col in ("judged", "run", "rev", "profile", "check", "attempt", "status", "measured",
-                "message"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        measured = with_unit(r.measured, r.unit) if r.measured is not None else "-"
-        table.add_row(r.judged_at, r.run_id, str(r.revision), Text(r.profile), Text(r.check),
-                      str(r.attempt) if r.attempt else "-",
-                      f"[{STATUS_STYLE[r.status.label]}]{r.status.label}[/]", Text(measured),
-                      Text(r.message))
-    out.print(table)
-    return EXIT_ACCEPT
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    if args.what == "profiles":
-        for name in available_profiles():
-            out.print(name)
-    else:
-        for c in REGISTRY.values():
-            out.print(f"{c.name:<24} {c.scope.value:<9} {placement_of(c).where:<22} "
-                      f"{','.join(sorted(c.tags)):<14} {c.description}", markup=False,
-                      highlight=False)
-        for r in RACK_REGISTRY.values():
-            out.print(f"{r.name:<24} {r.scope.value:<9} {'over every result':<22} "
-                      f"{','.join(sorted(r.tags)):<14} {r.description}", markup=False,
-                      highlight=False)
-    return 0
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--forks 0`` would run nothing)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
-
-
 COMPARE_HELP = ("an earlier report (report.json or its run directory) to compare with: what "
                 "changed goes into report.json's diff and the HTML report (a retest compares "
                 "with the report it replaces unless given)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rackgate", description=__doc__.splitlines()[0])
-    p.add_argument("--version", action="version", version=f"rackgate {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+DESCRIPTION = """\
+rackgate decides, with evidence, whether a GPU rack may enter production: it collects
+evidence on the nodes (over Ansible, or as one SLURM job), judges it against a hardware
+profile's thresholds, and writes the reports (HTML, JSON, JUnit XML, summary.md) and a
+verdict per node and for the rack. Every subcommand has its own help: rackgate COMMAND
+--help."""
+RACK_DAY = ["rackgate validate -i inventory/<site> --profile <profile> --plan",
+            "rackgate validate -i inventory/<site> --profile <profile>",
+            "rackgate drain runs/<run>",
+            "rackgate validate --retest runs/<run>",
+            "rackgate diff runs/<before> runs/<after>",
+            "rackgate history"]
+ACCEPTED = (EXIT_ACCEPT, "the rack is accepted (every node is)")
+REJECTED = (EXIT_REJECT, "the rack is rejected: a node failed, or could not be measured")
+NOT_MADE = "the run could not be made or judged (bad inventory, profile or options, a plan error)"
 
-    v = sub.add_parser("validate", help="collect evidence on a rack, judge it, write reports")
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rackgate", description=paragraphs(DESCRIPTION),
+                                epilog=epilog(RACK_DAY, [
+                                    (0, "done; validate and judge: the rack is accepted"),
+                                    (1, "validate and judge: the rack is rejected (each "
+                                        "command's help says what its codes mean)"),
+                                    (EXIT_CANNOT_RUN, "could not run")]),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"rackgate {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    v = command(
+        sub, "validate", summary="collect evidence on a rack, judge it, write reports",
+        description="Collect evidence on the nodes of --group (default compute) of an Ansible "
+                    "inventory, judge it against --profile, and write the reports into a new "
+                    "run directory under --runs-dir: report.html, report.json, report.xml "
+                    "(JUnit) and summary.md, and a line in the run history. The plan runs "
+                    "first, in seconds (--plan: only the plan, printed with its problems); "
+                    "validate refuses to start on a plan error.\n\n"
+                    "--resume RUN_DIR collects what a run lacks; --retest RUN_DIR collects "
+                    "its failures again, after a repair, as the run's next revision.",
+        examples=["rackgate validate -i inventory/<site> --profile dgx-h100 --plan",
+                  "rackgate validate -i inventory/<site> --profile dgx-h100",
+                  "rackgate validate -i inventory/<site> --profile dgx-h100 --limit 'dgx0[01:08]'"
+                  " --checks fio.seq_read,storage",
+                  "rackgate validate --resume runs/<run>",
+                  "rackgate validate --retest runs/<run> --limit rg-node01"],
+        exit_codes=[ACCEPTED, REJECTED, (EXIT_CANNOT_RUN, f"{NOT_MADE}, or interrupted; "
+                                                          f"--plan: 0 no error, 2 an error")])
     v.add_argument("-i", "--inventory", action="append",
                    help="Ansible inventory (repeat to combine sources)")
     v.add_argument("--profile", help="shipped profile name or a profile file")
@@ -330,8 +301,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_show(v)
     v.set_defaults(func=cmd_validate)
 
-    j = sub.add_parser("judge", help="judge a stored run again, offline")
-    j.add_argument("run_dir")
+    j = command(
+        sub, "judge", summary="judge a stored run again, offline",
+        description="Judge the evidence stored in a run directory again, without touching "
+                    "the cluster: with the run's own profile, or another one (--profile), or "
+                    "with overrides merged over it (--overrides, e.g. from rackgate "
+                    "baseline). The reports are written again (into --out, or the run "
+                    "directory) and the judgement is recorded in the run history.",
+        examples=["rackgate judge runs/<run>",
+                  "rackgate judge runs/<run> --overrides site-baseline.yaml --out /tmp/rejudged",
+                  "rackgate judge runs/<run> --compare runs/<earlier>"],
+        exit_codes=[ACCEPTED, REJECTED, (EXIT_CANNOT_RUN, "the run could not be judged (no "
+                                                          "manifest, a bad profile or "
+                                                          "overrides file)")])
+    j.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (runs/<run>) holding "
+                                                      "manifest.json and its evidence")
     j.add_argument("--profile", help="profile to judge with (default: the run's own)")
     j.add_argument("--overrides", action="append", type=Path, metavar="FILE",
                    help="profile overrides (YAML, e.g. from rackgate baseline) merged over the "
@@ -341,20 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_show(j)
     j.set_defaults(func=cmd_judge)
 
-    h = sub.add_parser("history", help="a node's results over time (runs/history.sqlite)")
-    h.add_argument("node")
-    h.add_argument("--check", help="only this check")
-    h.add_argument("--limit", type=positive_int, default=50,
-                   help="newest N results (default: 50)")
-    h.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs)")
-    h.set_defaults(func=cmd_history)
-
+    register_history(sub)
     register_verify(sub)
-
     register_demo(sub)
-    ls = sub.add_parser("list", help="list shipped profiles or registered checks")
-    ls.add_argument("what", choices=["profiles", "checks"])
-    ls.set_defaults(func=cmd_list)
+    register_list(sub)
     register_fabric(sub)
     register_drain(sub)
     register_baseline(sub)

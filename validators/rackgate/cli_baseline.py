@@ -45,6 +45,7 @@ from rackgate.baseline_sample import (
     wide_spreads,
     with_caveat,
 )
+from rackgate.cli_common import command
 from rackgate.figures import figure, with_unit
 from rackgate.reports import UnreadableReport, read_report
 from rackgate.store.manifest import RunError
@@ -259,8 +260,27 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rackgate baseline`` to the top-level parser."""
-    b = sub.add_parser("baseline", help="profile overrides from a run's golden nodes: their "
-                                        "measured figures become the references")
+    b = command(
+        sub, "baseline", summary="profile overrides from a run's golden nodes: their measured "
+                                 "figures become the references",
+        description="Profile overrides whose references are what the golden nodes of one or "
+                    "more judged runs measured (the median over every run, with a pass band "
+                    "of --tolerance around it), so that validate and judge --overrides FILE "
+                    "judge against the site's own figures. Each report is verified first "
+                    "(rackgate verify): a report that differs from its evidence is refused. "
+                    "Fewer golden nodes than --min-nodes or runs than --min-runs is refused "
+                    "unless --allow-small; each metric's spread across the nodes is shown. "
+                    "The YAML goes to stdout or -o FILE; what was baselined and what was left "
+                    "out goes to stderr.",
+        examples=["rackgate baseline runs/<golden> runs/<golden2> -o site-baseline.yaml",
+                  "rackgate baseline runs/<golden> runs/<golden2> --nodes dgx001,dgx002,dgx003 "
+                  "--tolerance 0.05 -o site-baseline.yaml",
+                  "rackgate validate -i inventory/<site> --profile dgx-h100 --overrides "
+                  "site-baseline.yaml"],
+        exit_codes=[(EXIT_OK, "the overrides were written"),
+                    (EXIT_CANNOT_RUN, "refused: a run without report.json, a report that does "
+                                      "not verify, a node not accepted, too few nodes or runs "
+                                      "without --allow-small, an existing -o without --force")])
     b.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                    help="judged run directories (their report.json) of the same profile; "
                         "several are pooled: each reference is the median over every run")

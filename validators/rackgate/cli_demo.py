@@ -8,6 +8,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
+from rackgate.cli_common import command
 from rackgate.demo.rack import DemoError
 from rackgate.inventory import load_inventory
 
@@ -46,8 +47,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rackgate demo`` to the top-level parser."""
-    d = sub.add_parser("demo", help="manage the podman demo rack")
-    d.add_argument("action", choices=["up", "down", "status", "inject", "heal"])
+    d = command(
+        sub, "demo", summary="manage the podman demo rack",
+        description="The podman demo rack (inventory/demo): its containers and simulated "
+                    "BMCs. up starts it (building the base image on first use), down removes "
+                    "it, status shows it; inject puts a fault into it (a failed or absent "
+                    "PSU, a coolant leak, low coolant flow, a node down) for validate to find, "
+                    "and heal undoes every fault.",
+        examples=["rackgate demo up", "rackgate demo inject psu-failure",
+                  "rackgate demo heal", "rackgate demo down"],
+        exit_codes=[(0, "done"), (2, "podman or the demo rack refused (the message says "
+                                     "why)")])
+    d.add_argument("action", choices=["up", "down", "status", "inject", "heal"],
+                   help="what to do with the demo rack")
     d.add_argument("fault", nargs="?", help="with inject: psu-failure, psu-absent, leak, "
                                             "flow-low or node-down")
     d.add_argument("-i", "--inventory", action="append", default=None,

@@ -16,6 +16,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from rackgate.cli_common import command
 from rackgate.collect.task import Interrupted
 from rackgate.scheduler.apply import Done, DrainOutcome, drain
 from rackgate.store.manifest import RunError
@@ -83,9 +84,25 @@ def cmd_drain(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rackgate drain`` to the top-level parser."""
-    d = sub.add_parser("drain", help="drain the run's rejected nodes in the scheduler "
-                                     "(SLURM, or Kubernetes taints and labels)")
-    d.add_argument("run_dir", help="a judged run directory (runs/<run>)")
+    d = command(
+        sub, "drain", summary="drain the run's rejected nodes in the scheduler (SLURM, or "
+                              "Kubernetes taints and labels)",
+        description="Take a judged run's REJECTed nodes out of the scheduler: SLURM (scontrol, "
+                    "on the run's launch host) or Kubernetes (taints and labels). With "
+                    "--resume-passed, put back the nodes this run drained that pass now; a "
+                    "drain by another run, a person or the health check stays. One line per "
+                    "node: its verdict, the scheduler's state before and after, what was done "
+                    "and why; --dry-run only reads the states and prints the commands.",
+        examples=["rackgate drain runs/<run> --dry-run",
+                  "rackgate drain runs/<run>",
+                  "rackgate drain runs/<run> --resume-passed",
+                  "rackgate drain runs/<run> --scheduler kubernetes --kubeconfig admin.conf"],
+        exit_codes=[(EXIT_OK, "every action was done (or there was none)"),
+                    (EXIT_FAILED, "an action failed, a node is unknown to the scheduler, or "
+                                  "its reason cannot name one more run"),
+                    (EXIT_CANNOT_RUN, "drain could not run (no report, no launch host, the "
+                                      "scheduler did not answer)")])
+    d.add_argument("run_dir", metavar="RUN_DIR", help="a judged run directory (runs/<run>)")
     d.add_argument("--dry-run", action="store_true",
                    help="read the nodes' states and print what would be done; change nothing")
     d.add_argument("--resume-passed", action="store_true",

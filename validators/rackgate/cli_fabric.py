@@ -17,12 +17,21 @@ from typing import Any
 
 import yaml
 
+from rackgate.cli_common import command
 from rackgate.fabric.design import design
 from rackgate.fabric.netfile import netfile
 from rackgate.fabric.plan import FabricPlan, PlanError, load_plan, plan_document
 from rackgate.fabric.slurm_topology import topology_conf, topology_vars
 
 EXIT_OK, EXIT_CANNOT_RUN = 0, 2
+EXITS = [(EXIT_OK, "done"), (EXIT_CANNOT_RUN, "refused: an invalid plan, an impossible design "
+                                              "or an output that exists (one line naming the "
+                                              "file and field)")]
+FABRIC_EXAMPLES = [
+    "rackgate fabric plan --nodes 32 --rails 8 --leaf-ports 64 --sm-host rg-sm -o fabric.yml",
+    "rackgate fabric check --plan inventory/<site>/fabric.yml",
+    "rackgate fabric topology --plan inventory/<site>/fabric.yml --plugin tree",
+    "rackgate fabric netfile --plan inventory/<site>/fabric.yml -o net"]
 
 
 class Refused(Exception):
@@ -163,12 +172,23 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rackgate fabric`` and its commands to the top-level parser."""
-    f = sub.add_parser("fabric", help="write, check and derive from a fabric plan "
-                                      "(inventory/<site>/fabric.yml)")
+    f = command(
+        sub, "fabric", summary="write, check and derive from a fabric plan "
+                               "(inventory/<site>/fabric.yml)",
+        description="The InfiniBand fabric as inventory data (inventory/<site>/fabric.yml): "
+                    "switches, links, rails and each node port's switch and port. plan "
+                    "designs one, check validates one, and topology and netfile derive SLURM's "
+                    "topology.conf and an ibsim net file from it. Each command has its own "
+                    "help: rackgate fabric COMMAND --help.",
+        examples=FABRIC_EXAMPLES, exit_codes=EXITS)
     f.set_defaults(func=run)
-    fs = f.add_subparsers(dest="fabric_command", required=True)
+    fs = f.add_subparsers(dest="fabric_command", required=True, metavar="COMMAND")
 
-    p = fs.add_parser("plan", help="design a rail-optimised fat tree and write its plan")
+    p = command(fs, "plan", summary="design a rail-optimised fat tree and write its plan",
+                description="Design a rail-optimised fat tree for --nodes nodes with --rails "
+                            "HCAs each on leaves of --leaf-ports ports, and write its plan "
+                            "(YAML) to edit to the fabric as built.",
+                examples=[FABRIC_EXAMPLES[0]], exit_codes=EXITS)
     p.add_argument("--nodes", type=int, required=True)
     p.add_argument("--rails", type=int, required=True, help="HCAs (and leaves) per node/SU")
     p.add_argument("--leaf-ports", type=int, required=True, help="ports of a leaf switch")
@@ -191,20 +211,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--force", action="store_true", help="overwrite --output")
     p.set_defaults(fabric_func=cmd_plan)
 
-    n = fs.add_parser("netfile", help="the plan as an ibsim net file")
+    n = command(fs, "netfile", summary="the plan as an ibsim net file",
+                description="The fabric plan as an ibsim net file: Debian's fabric simulator "
+                            "then serves the planned fabric to infiniband-diags, to rehearse "
+                            "the fabric checks.",
+                examples=[FABRIC_EXAMPLES[3]], exit_codes=EXITS)
     n.add_argument("--plan", required=True)
     n.add_argument("--first", help='the node tools attach to by default ("<host> <hca>"; '
                                    "default: the subnet manager's first HCA)")
     n.add_argument("-o", "--output", help="write the net file here (default: stdout)")
     n.set_defaults(fabric_func=cmd_netfile)
 
-    t = fs.add_parser("topology", help="SLURM's topology.conf from the plan")
+    t = command(fs, "topology", summary="SLURM's topology.conf from the plan",
+                description="SLURM's topology.conf (tree or block plugin) from the fabric "
+                            "plan, or with --vars the slurm role's variables that write it.",
+                examples=[FABRIC_EXAMPLES[2], FABRIC_EXAMPLES[2] + " --vars"], exit_codes=EXITS)
     t.add_argument("--plan", required=True)
     t.add_argument("--plugin", choices=["tree", "block"], default="tree")
     t.add_argument("--vars", action="store_true", help="the slurm role's variables (YAML)")
     t.add_argument("-o", "--output", help="write it here (default: stdout)")
     t.set_defaults(fabric_func=cmd_topology)
 
-    c = fs.add_parser("check", help="validate a plan and summarise it")
+    c = command(fs, "check", summary="validate a plan and summarise it",
+                description="Validate a fabric plan (every switch, port, link and rail) and "
+                            "summarise what it holds.",
+                examples=[FABRIC_EXAMPLES[1]],
+                exit_codes=[(EXIT_OK, "the plan is valid"),
+                            (EXIT_CANNOT_RUN, "it is not (one line naming the file and "
+                                              "field)")])
     c.add_argument("--plan", required=True)
     c.set_defaults(fabric_func=cmd_check)

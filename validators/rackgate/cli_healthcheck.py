@@ -10,7 +10,8 @@ the same parser (``rackgate.__main__``), and so is the full command line's.
 Output: one line per item that did not pass, one line for what was done in SLURM, one
 summary line. Exit codes: 0 healthy, 1 an item failed (or gave no evidence), 2 the check
 could not run (configuration refused) or SLURM could not be read or changed.
-This module imports only the standard library, PyYAML and ``rackgate.health``.
+This module imports only the standard library, PyYAML, ``rackgate.health`` and
+``rackgate.cli_common`` (the help page's form; standard library only).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rackgate.cli_common import command, epilog, paragraphs
 from rackgate.health import REASON_PREFIX
 from rackgate.health.config import ConfigError, load_config
 from rackgate.health.decide import decide, drain_reason, drained_after, textfile
@@ -41,30 +43,24 @@ from rackgate.health.probe import (
 DEFAULT_CONFIG = "/etc/rackgate/healthcheck.yaml"
 TEXTFILE = "rackgate-healthcheck.prom"
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN = 0, 1, 2
-
-
 SUMMARY = "check this node between jobs; drain or resume it in SLURM (HealthCheckProgram)"
+# the help page's, for people (never the module's docstring, written for developers)
 DESCRIPTION = """\
 Check this node between jobs (GPUs, XIDs, InfiniBand ports, mounts, memlock, units, as
 the configuration lists them), drain it in SLURM when an item fails and resume it when all
 pass again (only a drain of its own), and write rackgate-healthcheck.prom for
-node_exporter. slurmd runs it as HealthCheckProgram: /usr/local/sbin/rackgate-healthcheck,
-which passes its arguments on. Prints one line per item that did not pass, one for what was
-done in SLURM, one summary line."""
-EPILOG = """\
-examples:
-  rackgate-healthcheck --no-slurm
-      check by hand: SLURM is neither read nor changed
-  /opt/rackgate-healthcheck/bin/rackgate healthcheck --no-slurm
-      the same, through the node venv's rackgate
-  /usr/local/sbin/rackgate-healthcheck
-      what slurmd runs (as root, with no arguments)
-
-exit codes:
-  0  healthy
-  1  an item failed (or gave no evidence)
-  2  could not run: the configuration was refused, or SLURM could not be read or changed
-"""
+node_exporter's textfile collector. slurmd runs it as HealthCheckProgram:
+/usr/local/sbin/rackgate-healthcheck, which passes its arguments on. Prints one line per
+item that did not pass, one for what was done in SLURM, one summary line."""
+# by hand (SLURM neither read nor changed); the same through the node venv's rackgate; what
+# slurmd runs (as root, with no arguments)
+EXAMPLES = ["rackgate-healthcheck --no-slurm",
+            "/opt/rackgate-healthcheck/bin/rackgate healthcheck --no-slurm",
+            "/usr/local/sbin/rackgate-healthcheck"]
+EXIT_CODES = [(EXIT_HEALTHY, "healthy"),
+              (EXIT_UNHEALTHY, "an item failed (or gave no evidence)"),
+              (EXIT_CANNOT_RUN, "could not run: the configuration was refused, or SLURM could "
+                                "not be read or changed")]
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -77,8 +73,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add ``healthcheck`` to rackgate's subcommands."""
-    p = sub.add_parser("healthcheck", help=SUMMARY, description=DESCRIPTION, epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "healthcheck", summary=SUMMARY, description=DESCRIPTION,
+                examples=EXAMPLES, exit_codes=EXIT_CODES)
     _add_arguments(p)
     p.set_defaults(func=lambda args: healthcheck(args, sys.stdout))
 
@@ -159,7 +155,8 @@ def _slurm(name: str, reason: str | None, root: Path, node: Node, budget: Budget
 def main(argv: Sequence[str] | None = None, prog: str = "rackgate-healthcheck") -> int:
     """The health check's entry point: ``rackgate-healthcheck`` and, in the node's venv,
     ``rackgate healthcheck`` (``prog``). ``--help`` prints the help and runs nothing."""
-    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
+    p = argparse.ArgumentParser(prog=prog, description=paragraphs(DESCRIPTION),
+                                epilog=epilog(EXAMPLES, EXIT_CODES),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)
     return healthcheck(p.parse_args(argv), sys.stdout)

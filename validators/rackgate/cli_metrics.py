@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rackgate.cli_common import command
 from rackgate.reports import UnreadableReport, read_report
 from rackgate.reports.metrics import (
     DEFAULT_FILE,
@@ -92,9 +93,20 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rackgate export-metrics`` to the top-level parser."""
-    e = sub.add_parser("export-metrics",
-                       help="a judged run's verdicts and results as Prometheus text for "
-                            "node_exporter's textfile collector")
+    e = command(
+        sub, "export-metrics", summary="a judged run's verdicts and results as Prometheus "
+                                       "text for node_exporter's textfile collector",
+        description="A judged run's verdicts and results as Prometheus text (docs/metrics.md) "
+                    "for node_exporter's textfile collector. The file is checked with "
+                    "promtool's rules and written atomically, so node_exporter never reads "
+                    "half of one; a report that contradicts itself is refused. One summary "
+                    "line goes to stderr.",
+        examples=["rackgate export-metrics runs/<run>",
+                  "rackgate export-metrics runs/<run> -o /var/lib/prometheus/node-exporter",
+                  "rackgate export-metrics runs/<run>/report.json -o -"],
+        exit_codes=[(EXIT_WRITTEN, "written"),
+                    (EXIT_CANNOT_RUN, "not written: the run or its report cannot be read or "
+                                      "is refused, or the file cannot be written")])
     e.add_argument("run", metavar="RUN", help="the run directory (or its report.json), "
                                               "judged by validate or judge")
     e.add_argument("-o", "--output", metavar="FILE",

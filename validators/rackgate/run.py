@@ -22,6 +22,7 @@ from rackgate.checks.base import Check
 from rackgate.collect.ansible import default_forks
 from rackgate.collect.phases import Collection, Via, record_not_run
 from rackgate.collect.plan import plan
+from rackgate.collect.plan_summary import PlanSummary, summarise
 from rackgate.collect.preflight import preflight, refuse_on_errors
 from rackgate.collect.preflight_records import Problem
 from rackgate.collect.processes import end_collection
@@ -85,7 +86,7 @@ class RunOutcome:
         return self.reports.html
 
 
-PlanFn = Callable[[Sequence[Check], Mapping[str, int]], None]  # checks, pending per check
+PlanFn = Callable[[Sequence[Check], PlanSummary], None]  # checks, what the plan will do
 ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
 
 
@@ -277,7 +278,7 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
                    manifest.get("launch_host"), fabric=fabric,
                    fabric_host=manifest.get("fabric_host"))
     the_plan = plan(view, selected, usable or store.has_usable)
-    on_plan(selected, the_plan.pending(selected))
+    on_plan(selected, summarise(the_plan, selected, view, manifest.get("no_launch_reason")))
     for nr in the_plan.not_run:
         record_not_run(store, nr, progress)
     for sk in the_plan.skipped:

@@ -9,8 +9,9 @@ against :data:`CATALOG`; :func:`load_profile` and :func:`profile_from_document` 
 
 from __future__ import annotations
 
+import difflib
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rackgate import profile as _profile
@@ -81,14 +82,29 @@ def profile_from_document(raw: Mapping[str, Any], source: str) -> Profile:
 
 
 
+def did_you_mean(name: str, tags: Sequence[str] = ()) -> str:
+    """``: did you mean X?`` with the registered check name or tag (of ``tags``) closest to
+    ``name`` and any as close within 0.05 (difflib's ratio), or "" when none is close.
+
+    >>> did_you_mean("fio.seq_raed"), did_you_mean("redundancy.psu", ["redundancy"])
+    (': did you mean fio.seq_read?', ': did you mean redundancy.psu_ipmi or redundancy?')
+    """
+    scored = sorted(((difflib.SequenceMatcher(None, name, w).ratio(), w)
+                     for w in [*REGISTRY, *tags]), reverse=True)
+    close = [w for score, w in scored if score >= max(0.6, scored[0][0] - 0.05)] if scored \
+        else []
+    return f": did you mean {' or '.join(close[:3])}?" if close else ""
+
+
 def select(names_or_tags: list[str] | None) -> list[Check]:
     """Checks named, or tagged, by any of ``names_or_tags`` (all when None)."""
     if not names_or_tags:
         return list(REGISTRY.values())
-    unknown = [n for n in names_or_tags
-               if n not in REGISTRY and not any(n in c.tags for c in REGISTRY.values())]
+    tags = sorted({t for c in REGISTRY.values() for t in c.tags})
+    unknown = [n for n in names_or_tags if n not in REGISTRY and n not in tags]
     if unknown:
-        raise KeyError(f"no check or tag named {', '.join(unknown)} (checks: "
-                       f"{', '.join(sorted(REGISTRY))})")
+        raise KeyError("; ".join(f"no check or tag named {n!r}{did_you_mean(n, tags)}"
+                                 for n in unknown)
+                       + " (`rackgate list checks` lists them)")
     return [c for c in REGISTRY.values()
             if c.name in names_or_tags or c.tags & set(names_or_tags)]

@@ -78,6 +78,7 @@ class Skipped:
 
     host: str
     check: str
+    why: str = field(default="", compare=False)  # the skip's message, for the plan's display
 
 
 Planned = Task | NotRun | Skipped
@@ -192,8 +193,8 @@ class Placement:
         if cp is None:
             return NotRun(host, check.name, f"the profile of inventory host {host} has no "
                                             f"{check.name}")
-        if not_applicable(host, check, profile) is not None:
-            return Skipped(host, check.name)
+        if (skipped := not_applicable(host, check, profile)) is not None:
+            return Skipped(host, check.name, skipped.message)
         params = check.params_model.model_validate(cp.params)
         try:
             argv = check.command(params, command_vars(host, hostvars, profile), *extra())

@@ -17,6 +17,12 @@ rackgate.reports.diff_pairing).
 or removed is a status change, from or to none) and those whose figure moved by more than
 ``figure_threshold_pct`` percent or changed unit; ``show_all`` lists every difference.
 
+Each status and verdict change has a direction (:func:`direction`): ``better`` or
+``worse`` in the statuses' worst-wins order (pass < skip < warn < fail < error; a check
+absent from a report counts as a skip: nothing measured) and ACCEPT < REJECT; the diff's
+own ``direction`` sums them up (``mixed`` when both), so REJECT -> ACCEPT reads as the
+improvement it is.
+
 >>> a = {"status": "pass", "measured": 612.3, "unit": "MB/s", "expected": ">= 50 MB/s",
 ...      "message": "read 612.3 MB/s"}
 >>> b = dict(a, measured=598.0, message="read 598 MB/s")
@@ -37,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rackgate.model import Status
 from rackgate.reports import UnreadableReport, read_report
 from rackgate.reports.diff_input import DiffError, check_report
 from rackgate.reports.diff_pairing import MATCHES, Match, pair_nodes
@@ -68,6 +75,35 @@ def percent_change(a: float | None, b: float | None) -> float | None:
     return 0.0 if pct == 0 else round(pct, 3 - math.floor(math.log10(abs(pct))))
 
 
+def direction(a: str | None, b: str | None) -> str:
+    """``better``, ``worse`` or ``same``: a status (None: the check is absent, as a skip)
+    or a verdict (ACCEPT < REJECT) from A to B.
+
+    >>> direction("fail", "pass"), direction("pass", None), direction("ACCEPT", "REJECT")
+    ('better', 'worse', 'worse')
+    """
+    def rank(value: str | None) -> int:
+        if value in ("ACCEPT", "REJECT"):
+            return 0 if value == "ACCEPT" else 1
+        return int(Status.SKIP if value is None else Status.from_label(value))
+
+    ra, rb = rank(a), rank(b)
+    return "better" if rb < ra else "worse" if rb > ra else "same"
+
+
+def overall(directions: Iterable[str]) -> str:
+    """The directions of every change summed up: ``mixed`` when some are better and some
+    worse.
+
+    >>> overall(["same", "better"]), overall(["worse", "better"]), overall([])
+    ('better', 'mixed', 'same')
+    """
+    found = set(directions)
+    if {"better", "worse"} <= found:
+        return "mixed"
+    return "worse" if "worse" in found else "better" if "better" in found else "same"
+
+
 def result_change(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
                   threshold_pct: float, show_all: bool) -> dict[str, Any] | None:
     """One ``changes[]`` entry (without the node names) for one check's results in A and
@@ -96,6 +132,7 @@ def result_change(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
     return {
         "kind": "added" if a is None else "removed" if b is None else "changed",
         "changed": [k for k, v in differs.items() if v],
+        "direction": direction(ra.get("status"), rb.get("status")),
         **{f"{key}_{side}": r.get(key) for key in ("status", "measured", "unit")
            for side, r in (("a", ra), ("b", rb))},
         "percent_change": pct,
@@ -218,8 +255,10 @@ def diff_reports(a: Mapping[str, Any], b: Mapping[str, Any], *, a_source: str = 
                       "place_a": na.get("place"), "place_b": nb.get("place"),
                       **{f"{k}_{s}": n[k] for k in ("verdict", "status", "profile_sha256")
                          for s, n in (("a", na), ("b", nb))},
-                      "identity": identity_changes(na, nb), "changes": len(found)})
+                      "identity": identity_changes(na, nb), "changes": len(found),
+                      "direction": direction(na["verdict"], nb["verdict"])})
     count = Counter(k for c in changes for k in c["changed"])
+    ways = Counter(c["direction"] for c in changes)
     unpaired = len(pairing.only_in_a) + len(pairing.only_in_b) + len(pairing.unmatched)
     verdicts = sum(n["verdict_a"] != n["verdict_b"] for n in nodes)
     return {
@@ -240,7 +279,11 @@ def diff_reports(a: Mapping[str, Any], b: Mapping[str, Any], *, a_source: str = 
                    "identity": sum(len(n["identity"]) for n in nodes),
                    "node_profile_sha256": sum(n["profile_sha256_a"] != n["profile_sha256_b"]
                                               for n in nodes),
-                   "not_paired": unpaired},
+                   "not_paired": unpaired, "better": ways["better"],
+                   "worse": ways["worse"]},
+        "direction": overall([direction(a["verdict"], b["verdict"]),
+                              *(n["direction"] for n in nodes),
+                              *(c["direction"] for c in changes)]),
         "changed": bool(a["verdict"] != b["verdict"] or verdicts or count["status"]
                         or unpaired),
     }

@@ -1,7 +1,8 @@
 """Printing a diff document (schema ``rackgate.diff/1``, made by rackgate.reports.diff):
 :func:`render_text` for a terminal, one line per change, node and check first, every value
-on one printable line; :func:`render_html` as one self-contained page, every value escaped;
-:data:`FILTERS` for any Jinja environment that renders the diff's section.
+on one printable line, each status and verdict change marked ``(better)`` or ``(worse)``
+(and, with ``colour``, green or red); :func:`render_html` as one self-contained page, every
+value escaped; :data:`FILTERS` for any Jinja environment that renders the diff's section.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import jinja2
 
 from rackgate.figures import figure, with_unit
+from rackgate.reports.diff import direction
 
 _TEMPLATES = Path(__file__).parent / "templates"
 
@@ -84,26 +86,35 @@ def node_label(a: str, b: str) -> str:
     return a if a == b else f"{a}/{b}"
 
 
-def change_text(c: Mapping[str, Any]) -> str:
-    """One ``changes[]`` entry as one line, node and check first.
+def marked(direction: str) -> str:
+    """`` (better)``, `` (worse)``, or "" when the same."""
+    return "" if direction == "same" else f" ({direction})"
 
-    >>> change_text({"node_a": "n2", "node_b": "n2", "check": "fio.seq_read",
+
+def change_text(c: Mapping[str, Any]) -> str:
+    """One ``changes[]`` entry as one line, node and check first; a changed message shows
+    both sides.
+
+    >>> print(*change_text({"node_a": "n2", "node_b": "n2", "check": "fio.seq_read",
     ...     "kind": "changed", "changed": ["status", "figure", "message"],
+    ...     "direction": "worse",
     ...     "status_a": "pass", "status_b": "fail", "measured_a": 612.3, "measured_b": 42.0,
     ...     "unit_a": "MB/s", "unit_b": "MB/s", "percent_change": -93.14,
     ...     "expected_a": ">= 50 MB/s", "expected_b": ">= 50 MB/s",
-    ...     "message_a": "ok", "message_b": "slow"})
-    'n2 fio.seq_read: status pass -> fail; measured 612.3 MB/s -> 42 MB/s (-93.14%); message: slow'
+    ...     "message_a": "ok", "message_b": "slow"}).split("; "), sep="\\n")
+    n2 fio.seq_read: status pass -> fail (worse)
+    measured 612.3 MB/s -> 42 MB/s (-93.14%)
+    message "ok" -> "slow"
     """
     head = f"{node_label(c['node_a'], c['node_b'])} {c['check']}: "
     if c["kind"] != "changed":
         side = "b" if c["kind"] == "added" else "a"
         return (f"{head}{c['kind']} ({c[f'status_{side}']}, "
-                f"{measured_text(c[f'measured_{side}'], c[f'unit_{side}'])}): "
-                f"{one_line(c[f'message_{side}'])}")
+                f"{measured_text(c[f'measured_{side}'], c[f'unit_{side}'])})"
+                f"{marked(c['direction'])}: {one_line(c[f'message_{side}'])}")
     parts = []
     if "status" in c["changed"]:
-        parts.append(f"status {c['status_a']} -> {c['status_b']}")
+        parts.append(f"status {c['status_a']} -> {c['status_b']}{marked(c['direction'])}")
     if {"figure", "unit"} & set(c["changed"]):
         pct = percent_text(c["percent_change"])
         parts.append(f"measured {measured_text(c['measured_a'], c['unit_a'])} -> "
@@ -113,7 +124,7 @@ def change_text(c: Mapping[str, Any]) -> str:
         parts.append(f"expected {one_line(c['expected_a']) or 'none'} -> "
                      f"{one_line(c['expected_b']) or 'none'}")
     if "message" in c["changed"]:
-        parts.append(f"message: {one_line(c['message_b'])}")
+        parts.append(f'message "{one_line(c["message_a"])}" -> "{one_line(c["message_b"])}"')
     return head + "; ".join(parts)
 
 
@@ -132,14 +143,45 @@ def _unpaired_text(m: Mapping[str, Any]) -> list[str]:
                     f"{n['reason']}" for n in m["unmatched"]]
 
 
-def render_text(diff: Mapping[str, Any]) -> str:
+COLOURS = {"better": "\x1b[32m", "worse": "\x1b[31m", "mixed": "\x1b[31m"}  # ANSI SGR
+RESET = "\x1b[0m"
+
+_OVERALL = {"better": "better: nothing got worse",
+            "worse": "worse: a verdict or status got worse",
+            "mixed": "mixed: some verdicts or statuses got better, some worse",
+            "same": "same: no verdict or status changed"}
+
+
+def overall_text(diff: Mapping[str, Any]) -> str:
+    """The diff's direction as a sentence, with the nodes not paired.
+
+    >>> overall_text({"direction": "better", "counts": {"not_paired": 0}})
+    'overall: better: nothing got worse'
+    """
+    unpaired = diff["counts"]["not_paired"]
+    return (f"overall: {_OVERALL[diff['direction']]}"
+            + (f"; {unpaired} node(s) not paired" if unpaired else ""))
+
+
+def render_text(diff: Mapping[str, Any], colour: bool = False) -> str:
     """The diff for a terminal: the two runs, the rack verdict, how nodes were paired,
     profile changes, then per node its verdict, profile and identity changes and one line
-    per changed result (node and check first), the nodes not paired, and a summary."""
+    per changed result (node and check first), the nodes not paired, a summary and the
+    overall direction. With ``colour``, a better line is green and a worse one red."""
+    lines, ways = _text_lines(diff)
+    if colour:
+        lines = [f"{COLOURS[w]}{line}{RESET}" if w in COLOURS else line
+                 for line, w in zip(lines, ways, strict=True)]
+    return "\n".join(lines) + "\n"
+
+
+def _text_lines(diff: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """render_text's lines, and the direction of each (``same`` for those without one)."""
     a, b, m = diff["a"], diff["b"], diff["matching"]
+    rack = direction(a["verdict"], b["verdict"])
     lines = [_side_text("A", a), _side_text("B", b),
-             f"rack verdict: {a['verdict']} -> {b['verdict']}" if a["verdict"] != b["verdict"]
-             else f"rack verdict: {a['verdict']} (unchanged)",
+             f"rack verdict: {a['verdict']} -> {b['verdict']}{marked(rack)}"
+             if a["verdict"] != b["verdict"] else f"rack verdict: {a['verdict']} (unchanged)",
              f"nodes paired by {m['key']}: {m['pairs']} pair(s), {len(m['only_in_a'])} only in "
              f"A, {len(m['only_in_b'])} only in B, {len(m['unmatched'])} not matched"]
     if a["profile"]["name"] != b["profile"]["name"]:
@@ -151,27 +193,39 @@ def render_text(diff: Mapping[str, Any]) -> str:
                  "removed" if p["b"] is None and not p["field"] else
                  f"{value_text(p['a'])} -> {value_text(p['b'])}")
               for p in diff["profile_changes"]]
+    ways = ["same", "same", rack] + ["same"] * (len(lines) - 3)
     by_pair: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for c in diff["changes"]:
         by_pair.setdefault((c["node_a"], c["node_b"]), []).append(c)
     for n in diff["nodes"]:
         label = node_label(n["a"], n["b"])
         if n["verdict_a"] != n["verdict_b"]:
-            lines.append(f"{label}: verdict {n['verdict_a']} -> {n['verdict_b']}")
+            lines.append(f"{label}: verdict {n['verdict_a']} -> {n['verdict_b']}"
+                         f"{marked(n['direction'])}")
+            ways.append(n["direction"])
         if n["profile_sha256_a"] != n["profile_sha256_b"]:
             lines.append(f"{label}: profile sha256 {n['profile_sha256_a'][:12]} -> "
                          f"{n['profile_sha256_b'][:12]}")
+            ways.append("same")
         lines += [f"{label}: identity {i['source']} {one_line(i['field'])}: "
                   f"{value_text(i['a'])} -> {value_text(i['b'])}" for i in n["identity"]]
-        lines += [change_text(c) for c in by_pair.get((n["a"], n["b"]), [])]
-    lines += _unpaired_text(m)
+        ways += ["same"] * len(n["identity"])
+        changes = by_pair.get((n["a"], n["b"]), [])
+        lines += [change_text(c) for c in changes]
+        ways += [c["direction"] for c in changes]
+    unpaired = _unpaired_text(m)
+    lines += unpaired
+    ways += ["worse"] * len(unpaired)
     k = diff["counts"]
     threshold = "--all" if diff["options"]["all"] else \
         f"figure threshold {figure(diff['options']['figure_threshold_pct'])}%"
-    lines.append(f"{k['changes']} changed result(s) ({k['status']} status, {k['figure']} "
-                 f"figure; {threshold}), {k['node_verdicts']} node verdict(s), "
-                 f"{k['identity']} identity field(s), {k['not_paired']} node(s) not paired")
-    return "\n".join(lines) + "\n"
+    lines.append(f"{k['changes']} changed result(s) ({k['status']} status: {k['better']} "
+                 f"better, {k['worse']} worse; {k['figure']} figure; {threshold}), "
+                 f"{k['node_verdicts']} node verdict(s), {k['identity']} identity field(s), "
+                 f"{k['not_paired']} node(s) not paired")
+    lines.append(overall_text(diff))
+    ways += ["same", diff["direction"]]
+    return lines, ways
 
 
 FILTERS = {"diff_measured": measured_text, "diff_percent": percent_text,

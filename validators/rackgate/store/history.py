@@ -27,9 +27,9 @@ True
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,12 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 1",
         "ALTER TABLE results ADD COLUMN attempt INTEGER",
+    ),
+    # 2 -> 3: where the run was made: its inventory sources and the racks of its nodes
+    # ("" in runs recorded before), for the one line per run that ``rackgate history`` prints.
+    (
+        "ALTER TABLE runs ADD COLUMN inventory TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE runs ADD COLUMN racks TEXT NOT NULL DEFAULT ''",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -183,10 +189,10 @@ def record_report(conn: sqlite3.Connection, doc: Mapping[str, Any], run_dir: Pat
     try:
         key = (str(doc["run"]["run_id"]), _utc(doc["generated"], where),
                str(doc["profile"]["sha256"]))
+        nodes = list(doc["nodes"])
         run_row = (*key, str(run_dir), str(doc["profile"]["name"]), str(doc["verdict"]),
                    int(doc["summary"]["nodes"]), int(doc["summary"]["accepted"]),
-                   int(doc.get("revision", 1)))
-        nodes = list(doc["nodes"])
+                   int(doc.get("revision", 1)), _inventory(doc), _racks(nodes))
     except (KeyError, TypeError, ValueError) as exc:
         raise HistoryError(f"{where}: missing or malformed field: {exc!r}") from None
     try:
@@ -196,8 +202,8 @@ def record_report(conn: sqlite3.Connection, doc: Mapping[str, Any], run_dir: Pat
             if found is not None:
                 return int(found[0])
             cur = conn.execute("INSERT INTO runs (run_id, judged_at, profile_sha256, run_dir, "
-                               "profile, verdict, nodes, accepted, revision) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", run_row)
+                               "profile, verdict, nodes, accepted, revision, inventory, "
+                               "racks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", run_row)
             run = cur.lastrowid
             conn.executemany(
                 "INSERT INTO results (run, node, check_name, status, measured, unit, "
@@ -218,12 +224,18 @@ def record_report(conn: sqlite3.Connection, doc: Mapping[str, Any], run_dir: Pat
 
 
 def node_history(conn: sqlite3.Connection, node: str, check: str | None = None,
-                 limit: int = 50) -> list[HistoryRow]:
-    """``node``'s results, newest judgement first (report order within one judgement)."""
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit}")
+                 limit: int = 50, runs: int | None = None) -> list[HistoryRow]:
+    """``node``'s results, newest judgement first (report order within one judgement): at
+    most ``limit`` rows, of the newest ``runs`` judgements that hold the node (all: None)."""
+    if limit < 1 or (runs is not None and runs < 1):
+        raise ValueError(f"limit and runs must be at least 1, got {limit} and {runs}")
     where = "x.node = ?" + ("" if check is None else " AND x.check_name = ?")
     params: tuple[Any, ...] = (node,) if check is None else (node, check)
+    if runs is not None:
+        where += (f" AND x.run IN (SELECT r2.id FROM runs AS r2 WHERE EXISTS (SELECT 1 FROM "
+                  f"results AS x WHERE x.run = r2.id AND {where}) "
+                  f"ORDER BY r2.judged_at DESC, r2.id DESC LIMIT ?)")
+        params = (*params, *params, runs)
     try:
         rows = conn.execute(
             "SELECT r.judged_at, r.run_id, r.profile, x.check_name, x.status, x.measured, "
@@ -237,3 +249,72 @@ def node_history(conn: sqlite3.Connection, node: str, check: str | None = None,
                        measured, unit, expected, message, Path(run_dir), sha, revision, attempt)
             for (judged_at, run_id, profile, check_name, status, measured, unit, expected,
                  message, run_dir, sha, revision, attempt) in rows]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One judgement of a run, as ``rackgate history`` lists it; with a node, that node's
+    verdict in it and the checks that kept it out (fail or error)."""
+
+    judged_at: str  # ISO 8601, UTC
+    run_id: str
+    revision: int
+    run_dir: Path
+    inventory: str  # the inventory sources, comma-separated ("" when recorded before)
+    racks: str  # the racks of its nodes, comma-separated ("" when none or recorded before)
+    profile: str
+    verdict: str  # the rack's: ACCEPT or REJECT
+    nodes: int
+    accepted: int
+    node_verdict: str | None = None
+    node_blocking: tuple[str, ...] = ()
+
+
+_BLOCKS = ", ".join(f"'{s.label}'" for s in Status if s.blocks_accept)
+_RAN = ", ".join(f"'{s.label}'" for s in (Status.PASS, Status.WARN))
+_RUN_COLUMNS = ("r.judged_at, r.run_id, r.revision, r.run_dir, r.inventory, r.racks, "
+                "r.profile, r.verdict, r.nodes, r.accepted")
+
+
+def run_history(conn: sqlite3.Connection, node: str | None = None,
+                runs: int = 20) -> list[RunRow]:
+    """The newest ``runs`` judgements, newest first; with ``node``, those that judged it,
+    with its verdict as ``model.node_verdict`` gives it: REJECT when a result blocks
+    acceptance (fail, error) or none ran (pass, warn), else ACCEPT."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, got {runs}")
+    try:
+        if node is None:
+            found = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs AS r ORDER BY "
+                                 "r.judged_at DESC, r.id DESC LIMIT ?", (runs,)).fetchall()
+            return [_run_row(row) for row in found]
+        found = conn.execute(
+            f"SELECT {_RUN_COLUMNS}, SUM(x.status IN ({_BLOCKS})), SUM(x.status IN ({_RAN})), "
+            f"GROUP_CONCAT(CASE WHEN x.status IN ({_BLOCKS}) THEN x.check_name END, ',') "
+            "FROM runs AS r JOIN results AS x ON x.run = r.id WHERE x.node = ? "
+            "GROUP BY r.id ORDER BY r.judged_at DESC, r.id DESC LIMIT ?", (node, runs)).fetchall()
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{_db_path(conn)}: cannot read the run history: sqlite says: "
+                           f"{exc}") from None
+    return [replace(_run_row(row[:10]),
+                    node_verdict="REJECT" if row[10] or not row[11] else "ACCEPT",
+                    node_blocking=tuple(row[12].split(",")) if row[12] else ())
+            for row in found]
+
+
+def _run_row(row: Sequence[Any]) -> RunRow:
+    judged_at, run_id, revision, run_dir, inventory, racks, profile, verdict, nodes, ok = row
+    return RunRow(judged_at, run_id, revision, Path(run_dir), inventory, racks, profile,
+                  verdict, nodes, ok)
+
+
+def _inventory(doc: Mapping[str, Any]) -> str:
+    """The run's inventory sources (its manifest's), comma-separated."""
+    sources = doc["run"].get("inventory") or []
+    return ",".join(str(s) for s in sources) if isinstance(sources, list) else str(sources)
+
+
+def _racks(nodes: Sequence[Mapping[str, Any]]) -> str:
+    """The racks the nodes' places name, sorted, comma-separated."""
+    return ",".join(sorted({str(p["rack"]) for n in nodes
+                            if isinstance(p := n.get("place"), Mapping) and p.get("rack")}))
