@@ -26,8 +26,9 @@ True
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -237,3 +238,22 @@ def node_history(conn: sqlite3.Connection, node: str, check: str | None = None,
                        measured, unit, expected, message, Path(run_dir), sha, revision, attempt)
             for (judged_at, run_id, profile, check_name, status, measured, unit, expected,
                  message, run_dir, sha, revision, attempt) in rows]
+
+
+def later_runs(conn: sqlite3.Connection, nodes: Sequence[str], after: str,
+               run_id: str) -> list[tuple[str, str, list[str]]]:
+    """The runs other than ``run_id`` first judged after ``after`` (ISO 8601) that judged any
+    of ``nodes``: (run id, run directory, the nodes of ``nodes`` it judged), oldest first."""
+    since = _utc(after, f"run {run_id}")
+    try:
+        rows = conn.execute(
+            "SELECT r.run_id, MIN(r.judged_at) AS first, MAX(r.run_dir), "
+            "GROUP_CONCAT(DISTINCT x.node) FROM runs AS r JOIN results AS x ON x.run = r.id "
+            "WHERE r.run_id != ? AND x.node IN (SELECT value FROM json_each(?)) "
+            "GROUP BY r.run_id HAVING first > ? ORDER BY first",
+            (run_id, json.dumps(list(nodes)), since)).fetchall()
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{_db_path(conn)}: cannot read the runs after {run_id}: "
+                           f"sqlite says: {exc}") from None
+    return [(str(rid), str(run_dir), sorted(str(names).split(",")))
+            for rid, _, run_dir, names in rows]
