@@ -5,7 +5,8 @@ Everything runs end to end through the CLI and the real collector (Ansible, loca
 connection): the scheduler is the stand-in slurmctld of tests/unit/fake_schedulers.py
 (sinfo, scontrol, and srun printing what rackgate's MPI all-reduce probe prints), the BMCs
 a stand-in ipmitool that prints the sdr listing of tests/fixtures/redundancy (less its
-header) each node's BMC is set to, so a test reads what SLURM holds and what the reports say after each step.
+header) each node's BMC is set to, so a test reads what SLURM holds and what the reports
+say after each step.
 """
 
 from __future__ import annotations

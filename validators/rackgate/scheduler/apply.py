@@ -54,7 +54,7 @@ from rackgate.scheduler.session import (
 from rackgate.scheduler.slurm import NodeState
 from rackgate.scheduler.stale import stale_time, stale_warnings
 from rackgate.selection import launch_host
-from rackgate.store.evidence import EvidenceStore, write_json
+from rackgate.store.evidence import EvidenceError, EvidenceStore, write_json
 from rackgate.store.history import HistoryError, default_history_path, later_runs, open_history
 from rackgate.store.manifest import RunError, new_stamped_dir, read_manifest
 

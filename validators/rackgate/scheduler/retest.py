@@ -12,7 +12,9 @@ that are rackgate's own for this run, and puts them back where the node still fa
   ``rackgate/drain[<this run>]: ...``, or an older rackgate's ``rackgate <this run>: ...``)
   and that this run's records (``RUN_DIR/scheduler/``) show it drained. Every other drain
   stays: another run's (also when it shares the node with this run), a person's, the health
-  check's, slurmctld's own; the readiness guard leaves those nodes out, as before.
+  check's, slurmctld's own; the readiness guard leaves those nodes out, as before. The lift
+  comes as late as it can (after the nodes' own checks, unless they too run through
+  SLURM): a resumed node may take a queued job until the settle.
 - :meth:`RetestDrains.settle`, after the retest was judged, or when it failed or was
   stopped after the lift: each node it resumed that the run's report (the newest
   revision written) still REJECTs, whatever for, errors included, is drained again for
@@ -40,7 +42,7 @@ from rackgate.collect.task import Stop
 from rackgate.model import describe
 from rackgate.scheduler import slurm
 from rackgate.scheduler.apply import read_records, run_report
-from rackgate.scheduler.drain import Decision, Records, decide_slurm, hold_of
+from rackgate.scheduler.drain import FAILED, Decision, Records, decide_slurm, hold_of
 from rackgate.scheduler.session import Done, SlurmSession
 from rackgate.scheduler.slurm import NodeState
 from rackgate.store.manifest import new_stamped_dir
@@ -99,7 +101,9 @@ class RetestDrains:
             session = self._session(Stop())
             decisions = decide_lift(self.nodes, session.states(self.nodes), self.run_id,
                                     records)
-            done = session.apply(self.run_id, decisions, self.nodes) if decisions else ()
+            done = (session.apply(self.run_id, decisions, self.nodes)
+                    if any(d.changes for d in decisions) else
+                    tuple(Done(d, False, True) for d in decisions))
         except Exception as exc:  # never stops the retest: the guard leaves the nodes out
             self.say(f"SLURM: could not resume this run's drains for the retest: "
                      f"{describe(exc)}; its jobs through SLURM run without the drained nodes")
@@ -152,4 +156,6 @@ def _settle_line(d: Done, put_back: str) -> str:
                 f"({d.message}): {put_back}")
     if dec.verdict == "ACCEPT" and dec.action == "none":
         return f"SLURM: {dec.node}: passes the retest: stays in service"
+    if dec.action in FAILED:
+        return f"SLURM: {dec.node}: FAILED to drain it again ({dec.why}): {put_back}"
     return f"SLURM: {dec.node}: {dec.why}"

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rackgate.collect.launch import NODE_NAME, plain
@@ -70,7 +70,7 @@ class NodeState:
     node: str
     state: str
     reason: str
-    since: int | None = None
+    since: int | None = field(default=None, repr=False)
 
     @property
     def drained(self) -> bool:
@@ -126,8 +126,11 @@ def parse_timed_states(text: str) -> dict[str, NodeState]:
     """sinfo's lines of :func:`timed_sinfo_argv` -> each node's state and the time of its
     reason (sinfo prints "Unknown" where there is none).
 
-    >>> parse_timed_states("n1|drained|1764770000|ops: fan | odd\nn2|idle|Unknown|none\n")
-    {'n1': NodeState(node='n1', state='drained', reason='ops: fan | odd', since=1764770000), 'n2': NodeState(node='n2', state='idle', reason='', since=None)}
+    >>> st = parse_timed_states("n1|drained|1764770000|ops: fan | odd\\nn2|idle|Unknown|none\\n")
+    >>> st["n1"], st["n1"].since
+    (NodeState(node='n1', state='drained', reason='ops: fan | odd'), 1764770000)
+    >>> st["n2"].since, st["n2"].reason
+    (None, '')
     """
     out: dict[str, NodeState] = {}
     for line in text.splitlines():

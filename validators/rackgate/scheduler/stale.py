@@ -12,8 +12,10 @@ drain does (it still acts: the warnings say what to look at).
 >>> from rackgate.scheduler.slurm import NodeState
 >>> m = {"finished": "2026-12-03T10:00:00+00:00"}
 >>> st = {"n1": NodeState("n1", "drained", "ops: fan", 1796292000)}
->>> stale_warnings("r1", m, st, Records(), [("r2", "runs/r2", ["n1"])])[0]
-'run r2 (runs/r2) came after this one and judged n1: rackgate drain runs/r2 acts on the newer verdicts'
+>>> print(stale_warnings("r1", m, st, Records(), [("r2", "runs/r2", ["n1"])])[0])
+... # doctest: +NORMALIZE_WHITESPACE
+run r2 (runs/r2) came after this one and judged n1: rackgate drain runs/r2 acts on the newer
+verdicts
 """
 
 from __future__ import annotations
