@@ -144,7 +144,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 outcome = retest(Path(args.retest), limit=args.limit, forks=args.forks,
                                  on_plan=on_plan, progress=on_result, stop=stop,
                                  keep_artifacts=args.keep_artifacts, compare=compare,
-                                 via=args.via)
+                                 via=args.via, say=_line)
             else:
                 outcome = validate(args.inventory,
                                    load_profile_or_fail(args.profile, args.overrides or ()),
@@ -271,7 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="collect again, in RUN_DIR, every (node, check) that ended fail or "
                         "error (of the nodes --limit selects) and the checks across the "
                         "nodes, keeping the earlier evidence as attempts; the reports become "
-                        "the run's next revision")
+                        "the run's next revision (each revision's kept as report.rev<N>.*), "
+                        "compared with the first. A retested node that this run's "
+                        "'rackgate drain' drained in SLURM is resumed for the retest's jobs "
+                        "and drained again after it if still rejected; any other drain "
+                        "stays")
     v.add_argument("--group", default="compute", help="inventory group of the nodes to accept "
                                                       "(default: compute)")
     v.add_argument("--limit", metavar="PATTERN",

@@ -1,8 +1,11 @@
 """``rackgate drain runs/<run>``: take the run's REJECTed nodes out of the scheduler, and with
 ``--resume-passed`` put back the nodes this run drained that now pass (only those: a drain
-of another run, a person's or the health check's stays; rackgate.scheduler.drain).
+of another run, a person's or the health check's stays; rackgate.scheduler.drain). A node
+rejected only on what could not be measured (``error``) is drained only with
+``--include-errors``.
 
-One line per node (node, verdict, the scheduler's state before, what was done, the state
+First a WARNING line per reason to think the run stale (rackgate.scheduler.stale), then one
+line per node (node, verdict, the scheduler's state before, what was done, the state
 after), then one line of counts. Exit codes: 0 every action was done (or there was none),
 1 an action failed, a node is not known to the scheduler or its reason cannot name one
 more run, 2 drain could not run (no report, no launch host, sinfo did not answer).
@@ -24,6 +27,7 @@ from rackgate.store.manifest import RunError
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 _DONE = {"drain": "drained", "release": "released", "resume": "resumed",
          "leave": "left as it is", "none": "nothing to do",
+         "unmeasured": "not drained",
          "unknown": "unknown to the scheduler", "conflict": "FAILED"}
 _TO_DO = {"drain": "to drain", "release": "to release", "resume": "to resume"}
 
@@ -45,8 +49,9 @@ def render(outcome: DrainOutcome) -> list[str]:
     where = ("SLURM, on the launch host " + outcome.where if outcome.scheduler == "slurm"
              else "Kubernetes (kubectl, on the control host)")
     mode = "" if outcome.applied else " (dry run: nothing changed)"
-    lines = [f"Run {outcome.run_id}: {where}{mode}",
-             f"{'node':<20} {'verdict':<7} {'state':<20} action: why"]
+    lines = [f"WARNING: {w}" for w in outcome.warnings]
+    lines += [f"Run {outcome.run_id}: {where}{mode}",
+              f"{'node':<20} {'verdict':<7} {'state':<20} action: why"]
     lines += [_line(d, outcome.applied) for d in outcome.done]
     if not outcome.applied:
         cmds = [shlex.join(a) for d in outcome.done for a in d.decision.argvs]
@@ -55,7 +60,10 @@ def render(outcome: DrainOutcome) -> list[str]:
     counts: Counter[str] = Counter(d.decision.action for d in outcome.done)
     said = _DONE if outcome.applied else {**_DONE, **_TO_DO}
     lines.append(", ".join(f"{counts[a]} {said[a]}" for a in said if counts[a])
-                 + (f"; {len(outcome.failed)} failed" if outcome.failed else ""))
+                 + (f"; {len(outcome.failed)} failed" if outcome.failed else "")
+                 + ("; those not drained were rejected only on what could not be "
+                    "measured (error): --include-errors drains them" if counts["unmeasured"]
+                    else ""))
     if outcome.record:
         lines.append(f"Recorded in {outcome.record}")
     return lines
@@ -70,7 +78,8 @@ def cmd_drain(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_RUN
     try:
         outcome = drain(Path(args.run_dir), scheduler=args.scheduler, dry_run=args.dry_run,
-                        resume_passed=args.resume_passed, kubeconfig=args.kubeconfig,
+                        resume_passed=args.resume_passed,
+                        include_errors=args.include_errors, kubeconfig=args.kubeconfig,
                         forks=args.forks)
     except (RunError, Interrupted) as exc:
         print(f"rackgate drain: {exc}", file=sys.stderr)
@@ -109,6 +118,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="resume the nodes this run drained (its records in the run "
                         "directory say so) that pass now; nodes drained by another run, a "
                         "person or the health check stay")
+    d.add_argument("--include-errors", action="store_true",
+                   help="also drain the nodes rejected only on what could not be measured "
+                        "(error: no evidence, a command that did not run); by default only "
+                        "measured faults (fail) are drained and those are listed as not "
+                        "drained")
     d.add_argument("--scheduler", choices=["slurm", "kubernetes"],
                    help="default: slurm, on the run's launch host")
     d.add_argument("--kubeconfig", help="Kubernetes: apply the kubectl commands with this "

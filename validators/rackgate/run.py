@@ -51,8 +51,9 @@ from rackgate.rejudge import (
     recorded_profile,
     recorded_source,
 )
-from rackgate.reports.diff import Compared, previous_report, with_diff
-from rackgate.reports.write import Reports, write_reports
+from rackgate.reports.diff import Compared, first_report, with_diff
+from rackgate.reports.write import Reports, keep_earlier, keep_revision, write_reports
+from rackgate.scheduler.retest import RetestDrains
 from rackgate.selection import no_launch_reason, node_profiles, prepare, select_hosts
 from rackgate.store.evidence import EvidenceStore, write_json
 from rackgate.store.history import HistoryError, default_history_path, open_history, record_report
@@ -88,6 +89,7 @@ class RunOutcome:
 
 PlanFn = Callable[[Sequence[Check], PlanSummary], None]  # checks, what the plan will do
 ProgressFn = Callable[[str, str, str], None]  # host, check, outcome
+SayFn = Callable[[str], None]  # one line for the operator (the retest's SLURM actions)
 
 
 def validate(inventory: Sequence[str], profile: Profile, *, group: str = "compute",
@@ -210,16 +212,21 @@ def resume(run_dir: Path, *, forks: int | None = None, on_plan: PlanFn = lambda 
 def retest(run_dir: Path, *, limit: str | None = None, forks: int | None = None,
            on_plan: PlanFn = lambda c, p: None, progress: ProgressFn = lambda h, c, o: None,
            stop: Stop | None = None, keep_artifacts: bool = False,
-           compare: Compared | None = None, via: Via = "ansible") -> RunOutcome:
+           compare: Compared | None = None, via: Via = "ansible",
+           say: SayFn = lambda line: None) -> RunOutcome:
     """Collect again, in the same run directory, every (node, check) that ended ``fail`` or
     ``error`` (of the nodes ``limit`` selects), and every check across the nodes when one
     of those nodes is retested (it runs across the whole set under test, so a repaired
     node's pairs are measured again); then judge the whole run as its next revision.
     Earlier evidence stays, as numbered attempts. The new report is compared with
-    ``compare``, else with the report it replaces (its ``diff``: what the retest changed)."""
+    ``compare``, else with the run's first revision (its ``diff``: the story since).
+
+    Before its first job through SLURM, the retested nodes that this run drained are
+    resumed for it, and after judging those still REJECTed are drained again
+    (``scheduler.retest``; each line of it goes to ``say``)."""
     stop = stop or Stop()
     with reopened(run_dir, stop) as run:
-        compare = compare or previous_report(run_dir)
+        compare = compare or first_report(run_dir)
         manifest = run.manifest
         nodes = [h["name"] for h in manifest["hosts"]]
         chosen = set(nodes if not limit else
@@ -245,11 +252,20 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int | None = None,
             return check not in across and (host, check) not in redo \
                 and store.has_usable(host, check)
 
-        add_revision(manifest, "retest", nodes=sorted({n for n, _ in redo}),
+        retested = sorted({n for n, _ in redo})
+        add_revision(manifest, "retest", nodes=retested,
                      checks=sorted({c for _, c in redo} | across), via=via)
-        return _collect_and_judge(run_dir, manifest, run.inv, run.recorded, run.profiles,
-                                  run.fabric, forks, on_plan, progress, stop, usable,
-                                  keep_artifacts=keep_artifacts, compare=compare, via=via)
+        launch = manifest.get("launch_host")
+        drains = RetestDrains(run_dir, manifest, retested, launch, run.inv.sources,
+                              say) if launch else None
+        try:
+            return _collect_and_judge(run_dir, manifest, run.inv, run.recorded, run.profiles,
+                                      run.fabric, forks, on_plan, progress, stop, usable,
+                                      keep_artifacts=keep_artifacts, compare=compare, via=via,
+                                      before_slurm=drains.lift if drains else None)
+        finally:
+            if drains:
+                drains.settle()
 
 
 def retest_selection(per_node: Mapping[str, Sequence[Result]],
@@ -266,7 +282,8 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
                        fabric: FabricPlan | None, forks: int | None,
                        on_plan: PlanFn, progress: ProgressFn, stop: Stop,
                        usable: Usable | None = None, keep_artifacts: bool = False,
-                       compare: Compared | None = None, via: Via = "ansible") -> RunOutcome:
+                       compare: Compared | None = None, via: Via = "ansible",
+                       before_slurm: Callable[[], None] | None = None) -> RunOutcome:
     selected = [REGISTRY[c] for c in manifest["checks"] if c in REGISTRY]
     store = EvidenceStore(run_dir)
     nodes = tuple(h["name"] for h in manifest["hosts"])
@@ -284,7 +301,7 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
     for sk in the_plan.skipped:
         progress(sk.host, sk.check, "skipped")  # judged as skip: nothing to collect
     collection = Collection(the_plan, view, selected, inv, store, forks, progress, stop,
-                            keep_artifacts=keep_artifacts, via=via)
+                            keep_artifacts=keep_artifacts, via=via, before_slurm=before_slurm)
     try:
         statuses = collection.run()
     except ControlSideError as exc:  # no verdict: no report, no history row, no drain
@@ -326,13 +343,19 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
 def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
            profiles: Mapping[str, Profile], collected_with: Mapping[str, Profile],
            fabric: FabricPlan | None, out: Path, compare: Compared | None = None) -> RunOutcome:
-    """Judge, write the reports into ``out`` (with the ``diff`` from ``compare``), then
-    record the judgement in the history (whose failure is reported in the outcome, never
-    loses the reports)."""
+    """Judge, write the reports into ``out`` (with the ``diff`` from ``compare``; in the run
+    directory, each revision's reports are kept too: ``report.rev<N>.*``), then record the
+    judgement in the history (whose failure is reported in the outcome, never loses the
+    reports)."""
     rack, doc = judged_document(run_dir, manifest, profile, profiles, collected_with, fabric)
     if compare is not None:
         doc = with_diff(doc, compare)
+    own = out.resolve() == run_dir.resolve()
+    if own:
+        keep_earlier(out)
     reports = write_reports(doc, out, run_dir)
+    if own:
+        keep_revision(out, doc["revision"])
     try:
         conn = open_history(default_history_path(run_dir.resolve().parent))
         try:

@@ -231,6 +231,17 @@ def when_slurm_ready(nodes: Sequence[str], argv: Sequence[str], some: bool = Fal
             ",".join(nodes), "--", *argv]
 
 
+def slurm_guarded(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` launches through SLURM behind the readiness guard
+    (:func:`when_slurm_ready`): a drained node takes no part in it.
+
+    >>> slurm_guarded(when_slurm_ready(("n1", "n2"), ["srun", "hostname"]))
+    True
+    """
+    return len(argv) > 2 and list(argv[:2]) == ["python3", "-c"] \
+        and argv[2] == source("slurm_ready")
+
+
 def rounds_argv(head: str, end: str,
                 rounds: Sequence[Sequence[tuple[str, Sequence[str]]]]) -> list[str]:
     """The job sequencer (``programs/probes/srun_rounds.py``, sent as text): ``rounds`` of (section

@@ -12,6 +12,11 @@
    readiness guard), runs once more without them, when at least two nodes remain; its
    first attempt stays in the evidence store.
 
+A retest may ask to be called once just before the first job launched through SLURM
+(``before_slurm``: it resumes the nodes this run drained, ``scheduler.retest``): before the
+nodes' own checks with ``--via slurm``, else before the jobs across the nodes that go
+through the readiness guard.
+
 Judging then blames the left-out nodes (``error``, with the reason) and judges the others
 on the job that ran without them (``placement.AcrossNodes.judge``).
 """
@@ -24,6 +29,7 @@ from typing import Literal
 
 from rackgate.checks.base import Check
 from rackgate.collect.ansible import collect, release_nodes
+from rackgate.collect.launch import slurm_guarded
 from rackgate.collect.plan import Plan, plan
 from rackgate.collect.task import Stop, Task
 from rackgate.collect.transport import ControlSideError, did_not_answer, same_failure
@@ -51,8 +57,12 @@ class Collection:
 
     def __init__(self, the_plan: Plan, view: RunView, checks: Sequence[Check], inv: Inventory,
                  store: EvidenceStore, forks: int, progress: ProgressFn, stop: Stop,
-                 keep_artifacts: bool = False, via: Via = "ansible") -> None:
+                 keep_artifacts: bool = False, via: Via = "ansible",
+                 before_slurm: Callable[[], None] | None = None) -> None:
         self.plan, self.view, self.inv, self.store = the_plan, view, inv, store
+        # called once, before the first job launched through SLURM (a retest resumes the
+        # nodes this run drained: scheduler.retest)
+        self._before_slurm = before_slurm
         # --via slurm: every node's own commands run as one SLURM job from the launch host
         self.slurm_host = view.launch_host if via == "slurm" else None
         if via == "slurm" and self.slurm_host is None:
@@ -69,6 +79,8 @@ class Collection:
         tasks = [t for phase in self.plan.phases for t in phase]
         across = [t for t in tasks if self.plan.phase_of[t.check] == ACROSS_NODES.phase]
         own = [t for t in tasks if t not in across]
+        if own and self.slurm_host:
+            self._slurm_ahead()
         self._phase(own, slurm_host=self.slurm_host)
         if self.stop():
             return self.statuses
@@ -82,6 +94,8 @@ class Collection:
         left = {h: did_not_answer(h, said) for h, said in failed.items()}
         if left:
             across = self._replan([t.check for t in across], left)
+        if any(slurm_guarded(t.argv) for t in across):
+            self._slurm_ahead()
         self._phase(across)
         again: list[Task] = []
         for t in across:
@@ -93,6 +107,11 @@ class Collection:
                                                   **culprits})
         self._phase(again, note=" (again, without the node that broke the job)")
         return self.statuses
+
+    def _slurm_ahead(self) -> None:
+        if self._before_slurm is not None and not self.stop():
+            hook, self._before_slurm = self._before_slurm, None
+            hook()
 
     def _phase(self, tasks: Sequence[Task], note: str = "",
                slurm_host: str | None = None) -> None:

@@ -318,6 +318,17 @@ def previous_report(run_dir: Path) -> Compared | None:
         return None
 
 
+def first_report(run_dir: Path) -> Compared | None:
+    """What a retest compares with: the run's first revision's report (kept as
+    ``report.rev1.json``), so that its report tells the story since the run began; else
+    the report it replaces; None when neither can be read."""
+    first = run_dir / "report.rev1.json"
+    try:
+        return compared(first) if first.is_file() else previous_report(run_dir)
+    except DiffError:
+        return previous_report(run_dir)
+
+
 def with_diff(doc: dict[str, Any], compare: Compared) -> dict[str, Any]:
     """``doc`` with its ``diff`` against ``compare`` (report.json's optional field; the
     HTML report shows it as a section)."""

@@ -1,6 +1,7 @@
 """Write a judged run's reports: ``report.json`` (the record), ``report.html`` (people),
 ``report.xml`` (JUnit, CI systems), ``summary.md`` (a ticket). One function, one place that
-knows the file names.
+knows the file names; in a run directory each revision's reports are kept too
+(``report.rev<N>.json``, ``.html``, ``.xml``: :func:`keep_revision`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rackgate.documents import load_json
 from rackgate.model import describe
 from rackgate.reports.html import render_html
 from rackgate.reports.junit import iter_junit
@@ -34,6 +36,44 @@ class Reports:
 def report_paths(out: Path) -> Reports:
     return Reports(out / "report.json", out / "report.html", out / "report.xml",
                    out / "summary.md")
+
+
+def revision_path(path: Path, revision: int) -> Path:
+    """Where revision ``revision``'s copy of a report is kept.
+
+    >>> revision_path(Path("runs/r1/report.json"), 2).name
+    'report.rev2.json'
+    """
+    return path.with_name(f"{path.stem}.rev{revision}{path.suffix}")
+
+
+def keep_earlier(out: Path) -> None:
+    """A run judged before revisions were kept: its report.json (and .html, .xml) kept as
+    the revision it records, before the next judgement replaces them."""
+    paths = report_paths(out)
+    if not paths.json.is_file() or any(out.glob("report.rev*.json")):
+        return
+    try:
+        doc = load_json(paths.json.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # nothing readable to keep: the new judgement stands alone
+    revision = doc.get("revision", 1) if isinstance(doc, dict) else None
+    if isinstance(revision, int) and not isinstance(revision, bool) and revision >= 1:
+        keep_revision(out, revision)
+
+
+def keep_revision(out: Path, revision: int) -> None:
+    """Copy the reports in ``out`` (report.json, .html, .xml, those there) to revision
+    ``revision``'s names, so that judging the next revision keeps them; RunError naming
+    the file when one cannot be copied."""
+    paths = report_paths(out)
+    for path in (paths.json, paths.html, paths.junit):
+        try:
+            if path.is_file():
+                atomic_write(revision_path(path, revision), path.read_bytes())
+        except OSError as exc:
+            raise RunError(f"cannot keep {path} as revision {revision}: "
+                           f"{exc.strerror or exc}") from None
 
 
 def json_safe(value: Any) -> Any:

@@ -23,7 +23,10 @@ SLURM (:func:`decide_slurm`), given what sinfo says of each node:
   (``resume``), else this run taken off the list and the node left drained (``release``);
   a node other runs hold, or others, is never resumed;
 - a node slurmctld does not list is an error (``unknown``): nothing is done to it; a
-  reason that cannot name one more run is an error too (``conflict``), the node untouched.
+  reason that cannot name one more run is an error too (``conflict``), the node untouched;
+- a node REJECTed only on what could not be measured (every blocking result ``error``) is
+  drained only with ``include_errors``; without it, it is listed (``unmeasured``), and a
+  node this run already drained stays as it is.
 
 Kubernetes (:func:`decide_kubernetes`) decides the same from each node's taint and
 reason annotation, read first; without a kubeconfig nothing is read, so only a rejected
@@ -49,7 +52,8 @@ from rackgate.scheduler import slurm
 from rackgate.scheduler.kubernetes import TaintState
 from rackgate.scheduler.slurm import NodeState
 
-Action = Literal["drain", "release", "resume", "leave", "none", "unknown", "conflict"]
+Action = Literal["drain", "release", "resume", "leave", "none", "unknown", "conflict",
+                 "unmeasured"]
 CHANGES: tuple[Action, ...] = ("drain", "release", "resume")
 FAILED: tuple[Action, ...] = ("unknown", "conflict")
 
@@ -65,16 +69,20 @@ class ReportNode:
     name: str
     verdict: Literal["ACCEPT", "REJECT"]
     message: str  # what it is drained for when rejected (slurm.message_for)
+    failed: bool = True  # a measured fault (a ``fail``), not only what could not be measured
 
 
 @dataclass(frozen=True)
 class Records:
-    """What this run's records in its run directory (``scheduler/*-drain/``) say it did:
-    per node, the reasons of every drain it ran or was about to run; and the record files
-    that could not be read (named where a decision needed them)."""
+    """What this run's records in its run directory (``scheduler/*-drain/``, and
+    ``*-retest/``) say it did: per node, the reasons of every drain it ran or was about to
+    run; the record files that could not be read (named where a decision needed them);
+    and per node the last change done."""
 
     drained: Mapping[str, frozenset[str]] = field(default_factory=dict)
     unreadable: tuple[str, ...] = ()
+    # per node, the last change these records show done (drain, release, resume)
+    last: Mapping[str, str] = field(default_factory=dict)
 
     def shows(self, node: str, reason: str | None = None) -> bool:
         """Whether this run drained ``node`` (with exactly ``reason``, when given)."""
@@ -141,7 +149,8 @@ def report_nodes(doc: Mapping[str, Any], source: str) -> tuple[str, list[ReportN
         if verdict == "ACCEPT" and any(r["status"] in ("fail", "error") for r in results):
             raise ReportError(f"{source}: node {name} is ACCEPT with a failed or errored "
                               f"result: the report is inconsistent")
-        out.append(ReportNode(name, verdict, slurm.message_for(n)))
+        out.append(ReportNode(name, verdict, slurm.message_for(n),
+                              any(r["status"] == "fail" for r in results)))
     names = [n.name for n in out]
     if len(set(names)) != len(names):
         twice = sorted({x for x in names if names.count(x) > 1})
@@ -167,8 +176,10 @@ def _runs(runs: Sequence[str]) -> str:
 
 
 def decide_slurm(nodes: Sequence[ReportNode], states: Mapping[str, NodeState], run_id: str,
-                 records: Records, *, resume_passed: bool) -> list[Decision]:
-    """One decision per node of the report, in the report's order."""
+                 records: Records, *, resume_passed: bool,
+                 include_errors: bool = False) -> list[Decision]:
+    """One decision per node of the report, in the report's order; a node rejected only
+    on what could not be measured is drained only with ``include_errors``."""
     out = []
     for n in nodes:
         st = states.get(n.name)
@@ -178,7 +189,7 @@ def decide_slurm(nodes: Sequence[ReportNode], states: Mapping[str, NodeState], r
             continue
         hold = hold_of(n.name, st.reason, st.free, run_id, records)
         if n.verdict == "REJECT":
-            out.append(_rejected(n, st, hold, run_id))
+            out.append(_rejected(n, st, hold, run_id, include_errors))
         else:
             out.append(_accepted(n, st, hold, run_id, records, resume_passed))
     return out
@@ -194,9 +205,24 @@ def _drain(n: ReportNode, st: NodeState | None, runs: Sequence[str], message: st
                     (tuple(slurm.drain_argv(n.name, text)),), text)
 
 
-def _rejected(n: ReportNode, st: NodeState, hold: Hold, run_id: str) -> Decision:
+def _unmeasured(n: ReportNode, st: NodeState | None, ours: str | None) -> Decision:
+    """A node rejected only on errors (could not measure), without --include-errors: left
+    as it is (``ours``: how this run already holds it, if it does)."""
+    if ours:
+        return Decision(n.name, n.verdict, "none", f"{ours}; now rejected only on what could "
+                        f"not be measured: {n.message}", st)
+    return Decision(n.name, n.verdict, "unmeasured", f"rejected only on what could not be "
+                    f"measured (error, not a measured fault): {n.message}; --include-errors "
+                    f"drains it", st)
+
+
+def _rejected(n: ReportNode, st: NodeState, hold: Hold, run_id: str,
+              include_errors: bool) -> Decision:
     if hold.kind == "others":
         return Decision(n.name, n.verdict, "leave", f"someone else's: {st.reason}", st)
+    if not (n.failed or include_errors):
+        ours = hold.kind == "rackgate" and run_id in hold.runs and st.drained
+        return _unmeasured(n, st, f"already drained by this run: {st.reason}" if ours else None)
     if hold.kind == "free":
         return _drain(n, st, (run_id,), n.message, "drain", "{reason}")
     if run_id not in hold.runs:
@@ -242,7 +268,8 @@ def _accepted(n: ReportNode, st: NodeState, hold: Hold, run_id: str, records: Re
 
 def decide_kubernetes(nodes: Sequence[ReportNode], run_id: str,
                       states: Mapping[str, TaintState | str] | None, records: Records, *,
-                      resume_passed: bool, kubeconfig: str | None) -> list[Decision]:
+                      resume_passed: bool, kubeconfig: str | None,
+                      include_errors: bool = False) -> list[Decision]:
     """The kubectl commands of each node from its taint and reason (``states``: what
     :func:`~rackgate.scheduler.kubernetes.parse_state` read, or why it could not be read;
     None when nothing was read, without a kubeconfig). ValueError when a name cannot be a
@@ -259,8 +286,13 @@ def decide_kubernetes(nodes: Sequence[ReportNode], run_id: str,
             n.name, st.reason, not st.tainted, run_id, records)
         if hold.kind == "rackgate" and st is not None and st.value not in hold.runs:
             hold = Hold("others")  # a taint that its reason does not name
-        d = (_k8s_rejected(n, st, hold, run_id, kubeconfig) if n.verdict == "REJECT" else
-             _k8s_accepted(n, st, hold, run_id, records, resume_passed, kubeconfig))
+        if n.verdict != "REJECT":
+            d = _k8s_accepted(n, st, hold, run_id, records, resume_passed, kubeconfig)
+        elif n.failed or include_errors or hold.kind == "others":
+            d = _k8s_rejected(n, st, hold, run_id, kubeconfig)
+        else:
+            d = _unmeasured(n, None, "already tainted by this run" if hold.kind == "rackgate"
+                            and run_id in hold.runs else None)
         out.append(Decision(d.node, d.verdict, d.action, d.why, None, (*d.argvs, label),
                             d.reason))
     return out

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rackgate.collect.launch import NODE_NAME, plain
@@ -63,11 +63,14 @@ NO_REASON = frozenset({"", "none", "(null)"})
 
 @dataclass(frozen=True)
 class NodeState:
-    """One node as slurmctld sees it: its extended state and reason ("" when none)."""
+    """One node as slurmctld sees it: its extended state and reason ("" when none), and
+    when the reason was set (seconds since the epoch; None when sinfo was not asked or
+    has no time: :func:`timed_sinfo_argv`)."""
 
     node: str
     state: str
     reason: str
+    since: int | None = field(default=None, repr=False)
 
     @property
     def drained(self) -> bool:
@@ -107,6 +110,41 @@ def sinfo_argv(nodes: Sequence[str]) -> list[str]:
             "--format=%N|%T|%E"]
 
 
+def timed_sinfo_argv(nodes: Sequence[str]) -> list[str]:
+    """The state query of ``nodes`` with the time each reason was set (``%H``), printed in
+    seconds since the epoch (SLURM_TIME_FORMAT is a strftime format, sinfo(1)), so no time
+    zone of the launch host is guessed: what ``rackgate drain`` and ``--retest`` read.
+
+    >>> timed_sinfo_argv(["n1"])[:2], timed_sinfo_argv(["n1"])[-1]
+    (['env', 'SLURM_TIME_FORMAT=%s'], '--format=%N|%T|%H|%E')
+    """
+    return ["env", "SLURM_TIME_FORMAT=%s", "sinfo", "--Node", "--noheader",
+            f"--nodes={node_list(nodes)}", "--format=%N|%T|%H|%E"]
+
+
+def parse_timed_states(text: str) -> dict[str, NodeState]:
+    """sinfo's lines of :func:`timed_sinfo_argv` -> each node's state and the time of its
+    reason (sinfo prints "Unknown" where there is none).
+
+    >>> st = parse_timed_states("n1|drained|1764770000|ops: fan | odd\\nn2|idle|Unknown|none\\n")
+    >>> st["n1"], st["n1"].since
+    (NodeState(node='n1', state='drained', reason='ops: fan | odd'), 1764770000)
+    >>> st["n2"].since, st["n2"].reason
+    (None, '')
+    """
+    out: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|", 3)
+        if len(fields) < 4:
+            raise ValueError(f"sinfo line {line[:120]!r} is not <node>|<state>|<time>|<reason>")
+        node, state, when, why = (f.strip() for f in fields)
+        since = int(when) if when.isascii() and when.isdigit() else None
+        out.setdefault(node, NodeState(node, state, "" if why in NO_REASON else why, since))
+    return out
+
+
 def parse_states(text: str) -> dict[str, NodeState]:
     """sinfo's lines (:func:`sinfo_argv`) -> each node's state; "(null)"/"none" reasons are
     no reason. A line without the two separators is a ValueError naming it.
@@ -138,22 +176,48 @@ def legacy_run(text: str) -> str | None:
 
 
 def message_for(node: Mapping[str, Any]) -> str:
-    """What a rejected node of a report is drained for: the first blocking check and its
-    message (printable text), and how many others blocked it.
+    """What a rejected node of a report is drained for: its first blocking check and its
+    message (printable text), and how many others blocked it. Measured faults (``fail``)
+    come before what could not be measured (``error``), and a result that quotes a drain
+    of rackgate (the readiness guard names a drained node's reason) comes last, its quote
+    cut (:func:`unquoted`): a node's earlier drain is not a finding.
 
     >>> message_for({"name": "n1", "results": [
-    ...     {"check": "fio.seq_read", "status": "fail", "message": "read   42 MB/s"},
-    ...     {"check": "gpu.health", "status": "error", "message": "no GPU"}]})
+    ...     {"check": "gpu.health", "status": "error", "message": "no GPU"},
+    ...     {"check": "fio.seq_read", "status": "fail", "message": "read   42 MB/s"}]})
     'fio.seq_read: read 42 MB/s (+1 more)'
     """
-    blocking = [r for r in node.get("results", []) if r.get("status") in ("fail", "error")]
+    results = [r for r in node.get("results", []) if isinstance(r, Mapping)]
+    blocking = sorted((r for r in results if r.get("status") in ("fail", "error")),
+                      key=lambda r: (r.get("status") != "fail",
+                                     quotes_drain(str(r.get("message", "")))))
     if blocking:
         check, message = str(blocking[0]["check"]), str(blocking[0].get("message", ""))
     else:  # rejected with nothing judged: its verdict's reason says why
         check, message = "verdict", "; ".join(node.get("reasons") or ["rejected"])
     more = f" (+{len(blocking) - 1} more)" if len(blocking) > 1 else ""
     short = "".join(c if c.isprintable() else "?" for c in " ".join(message.split()))
-    return f"{check}: {short}{more}"
+    return f"{check}: {unquoted(short)}{more}"
+
+
+# Where a message quotes a drain reason of rackgate: the marker, or an older rackgate's.
+_QUOTED = re.compile(rf"{re.escape(MARK)}\[|rackgate (?!healthcheck: ){_ID}: \S")
+
+
+def quotes_drain(text: str) -> bool:
+    """Whether ``text`` quotes a drain reason rackgate wrote."""
+    return _QUOTED.search(text) is not None
+
+
+def unquoted(text: str) -> str:
+    """``text`` cut where it quotes a drain reason of rackgate: a reason is built from a
+    run's findings, never from an earlier drain's words.
+
+    >>> unquoted("not queued: n1 drained (rackgate/drain[r1]: redundancy.psu_ipmi: PSU2)")
+    'not queued: n1 drained (an earlier drain)'
+    """
+    m = _QUOTED.search(text)
+    return text if m is None else f"{text[:m.start()].rstrip(' (:')} (an earlier drain)"
 
 
 def reason(runs: Sequence[str], message: str) -> str:

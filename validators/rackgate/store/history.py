@@ -26,6 +26,7 @@ True
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -318,3 +319,22 @@ def _racks(nodes: Sequence[Mapping[str, Any]]) -> str:
     """The racks the nodes' places name, sorted, comma-separated."""
     return ",".join(sorted({str(p["rack"]) for n in nodes
                             if isinstance(p := n.get("place"), Mapping) and p.get("rack")}))
+
+
+def later_runs(conn: sqlite3.Connection, nodes: Sequence[str], after: str,
+               run_id: str) -> list[tuple[str, str, list[str]]]:
+    """The runs other than ``run_id`` first judged after ``after`` (ISO 8601) that judged any
+    of ``nodes``: (run id, run directory, the nodes of ``nodes`` it judged), oldest first."""
+    since = _utc(after, f"run {run_id}")
+    try:
+        rows = conn.execute(
+            "SELECT r.run_id, MIN(r.judged_at) AS first, MAX(r.run_dir), "
+            "GROUP_CONCAT(DISTINCT x.node) FROM runs AS r JOIN results AS x ON x.run = r.id "
+            "WHERE r.run_id != ? AND x.node IN (SELECT value FROM json_each(?)) "
+            "GROUP BY r.run_id HAVING first > ? ORDER BY first",
+            (run_id, json.dumps(list(nodes)), since)).fetchall()
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{_db_path(conn)}: cannot read the runs after {run_id}: "
+                           f"sqlite says: {exc}") from None
+    return [(str(rid), str(run_dir), sorted(str(names).split(",")))
+            for rid, _, run_dir, names in rows]
