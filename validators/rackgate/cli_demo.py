@@ -15,13 +15,17 @@ from rackgate.inventory import load_inventory
 out = Console()
 
 
+def _say(line: str) -> None:
+    out.print(f"rackgate demo: {line}", markup=False, highlight=False, soft_wrap=True)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rackgate.demo import rack as demo_rack
 
     inv = load_inventory(args.inventory)  # the demo's vault identity: rackgate.environment
     if args.action == "up":
         out.print("Starting the demo rack (builds the base image on first use)...")
-        states = demo_rack.up(inv)
+        states = demo_rack.up(inv, say=_say)
     elif args.action == "inject":
         if not args.fault:
             raise DemoError(f"inject needs a fault: {', '.join(demo_rack.FAULTS)}")
@@ -30,7 +34,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                   "`rackgate demo heal` undoes it.", markup=False, highlight=False)
         states = demo_rack.status(inv)
     elif args.action == "heal":
-        states = demo_rack.heal(inv)
+        states = demo_rack.heal(inv, say=_say)
     elif args.action == "down":
         demo_rack.down(inv)
         states = demo_rack.status(inv)

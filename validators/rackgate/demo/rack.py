@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,16 +113,101 @@ def _systemd_state(name: str) -> str:
 
 
 def _boot_diagnosis(name: str) -> str:
-    """What a container that did not boot says: the exec's exit status and error, and the
-    last lines of its console (systemd's own messages), so that a boot timeout names its
-    cause."""
+    """What a container that did not boot says: the exec's exit status and error, whether
+    its init still runs on the host, and the last lines of its console, so that a boot
+    timeout names its cause."""
     proc = _podman("exec", name, "systemctl", "is-system-running", check=False, timeout=30)
     logs = _podman("logs", "--tail", "8", name, check=False, timeout=30)
     console = " | ".join(line.strip() for line in (logs.stdout + logs.stderr).splitlines()
                          if line.strip())
     return (f"{name}: systemctl is-system-running rc {proc.returncode} "
             f"{(proc.stdout.strip() or proc.stderr.strip())[-300:]!r}; "
-            f"console: {console[-600:]!r}")
+            f"init: {_init_gone(name) or 'running'}; console: {console[-600:]!r}")
+
+
+def process_state(pid: int, proc_root: Path = Path("/proc")) -> str:
+    """``running`` (any live state), ``a zombie`` or ``gone``, from /proc/<pid>/stat."""
+    try:
+        stat = (proc_root / str(pid) / "stat").read_text()
+    except OSError:
+        return "gone"
+    fields = stat.rpartition(")")[2].split()
+    return "a zombie" if fields and fields[0] in ("Z", "X", "x") else "running"
+
+
+def init_gone(inspected: str, state_of: Callable[[int], str] = process_state) -> str | None:
+    """Why a container's init no longer runs, or None while it does, from ``podman inspect
+    --format`` with :data:`INIT_FORMAT`. podman's status is only as new as conmon's exit
+    file: a conmon that died or hangs leaves a container "running" whose init is gone, and
+    runc then refuses every exec ("cannot exec in a stopped container"). So the init process
+    is looked up on the host.
+
+    >>> init_gone("running|41|40|0|false|", lambda pid: "running")
+    >>> init_gone("running|41|40|0|false|", {41: "a zombie", 40: "gone"}.__getitem__)
+    'its init (pid 41) is a zombie and conmon (pid 40) is gone, while podman says running'
+    >>> init_gone("exited|0|0|255|false|")
+    'podman says exited (exit code 255)'
+    """
+    status, pid, conmon, code, oom, error = (inspected.strip().split("|", 5) + [""] * 6)[:6]
+    if status != "running":
+        why = f"podman says {status or 'nothing'} (exit code {code or '?'})"
+        if oom == "true":
+            why += ", killed for lack of memory"
+        return why + (f": {error}" if error else "")
+    try:
+        init, monitor = int(pid), int(conmon)
+    except ValueError:
+        return f"podman says running without an init pid ({inspected.strip()!r})"
+    if state_of(init) == "running":
+        return None
+    return (f"its init (pid {init}) is {state_of(init)} and conmon (pid {monitor}) is "
+            f"{state_of(monitor)}, while podman says running")
+
+
+INIT_FORMAT = ("{{.State.Status}}|{{.State.Pid}}|{{.State.ConmonPid}}|{{.State.ExitCode}}|"
+               "{{.State.OOMKilled}}|{{.State.Error}}")
+
+
+def _init_gone(name: str) -> str | None:
+    proc = _podman("container", "inspect", "--format", INIT_FORMAT, name, check=False,
+                   timeout=30)
+    if proc.returncode != 0:
+        return f"podman inspect failed (rc {proc.returncode}): {proc.stderr.strip()[-200:]}"
+    return init_gone(proc.stdout)
+
+
+def host_facts(proc_root: Path = Path("/proc")) -> str:
+    """What the host says of the limits a booting systemd meets: free space where podman
+    keeps containers and its runtime state, memory available, processes against pid_max,
+    inotify instances in use against the per-user limit (systemd needs several)."""
+    facts = []
+    for path in ("/var/lib/containers", "/run"):
+        try:
+            st = os.statvfs(path)
+            facts.append(f"{path} {st.f_bavail * st.f_frsize / 2**30:.1f} GiB free")
+        except OSError as exc:
+            facts.append(f"{path}: {exc.strerror}")
+    try:
+        meminfo = dict(line.split(":", 1) for line in
+                       (proc_root / "meminfo").read_text().splitlines() if ":" in line)
+        facts.append(f"memory available {meminfo['MemAvailable'].strip()}")
+    except (OSError, KeyError):
+        pass
+    pids = [d for d in proc_root.iterdir() if d.name.isdigit()]
+    inotify = 0
+    for d in pids:
+        try:
+            inotify += sum(os.readlink(f) == "anon_inode:inotify" for f in (d / "fd").iterdir())
+        except OSError:
+            continue
+    for what, count, limit in (("processes", len(pids), "sys/kernel/pid_max"),
+                               ("inotify instances", inotify,
+                                "sys/fs/inotify/max_user_instances")):
+        try:
+            facts.append(f"{what} {count} of {(proc_root / limit).read_text().strip()}")
+        except OSError:
+            facts.append(f"{what} {count}")
+    return "; ".join(facts)
 
 
 def status(inv: Inventory) -> list[NodeState]:
@@ -169,9 +255,24 @@ def _inspect(name: str) -> tuple[str, list[str]] | None:
 # once saw all three members still "unknown" after 60 s, so the wait allows three minutes and
 # then says why each member is not up.
 BOOT_TIMEOUT_S = 180.0
+# A member whose init stops while it boots is made again, at most twice: CI once saw every
+# member's init gone seconds after `podman run` while podman still said "running" (runc:
+# "cannot exec in a stopped container"); on a second try the cause is named (init_gone,
+# host_facts) and a member that keeps stopping ends the wait at once.
+BOOT_ATTEMPTS = 3
 
 
-def up(inv: Inventory, boot_timeout_s: float = BOOT_TIMEOUT_S) -> list[NodeState]:
+def _start(name: str, address: str, extra: Sequence[str], image: str) -> None:
+    _podman("run", "--detach", "--name", name, "--hostname", name, "--network", NETWORK,
+            "--ip", address, *(f"--add-host={entry}" for entry in extra),
+            "--label", LABEL, image)
+
+
+def up(inv: Inventory, boot_timeout_s: float = BOOT_TIMEOUT_S,
+       say: Callable[[str], None] = lambda line: None) -> list[NodeState]:
+    """Start the BMC simulators and every member (made when missing or made for another
+    plan, started when stopped), then wait, bounded, for systemd in each; ``say`` gets a
+    line for each member made again because its init stopped while booting."""
     hosts = demo_hosts(inv)
     if not hosts:
         raise DemoError(f"inventory {', '.join(inv.sources)} has no host with "
@@ -191,22 +292,38 @@ def up(inv: Inventory, boot_timeout_s: float = BOOT_TIMEOUT_S) -> list[NodeState
             _podman("rm", "--force", "--time", "5", name)
             found = None
         if found is None:
-            _podman("run", "--detach", "--name", name, "--hostname", name, "--network", NETWORK,
-                    "--ip", address, *(f"--add-host={entry}" for entry in extra),
-                    "--label", LABEL, image)
+            _start(name, address, extra, image)
         elif found[0] != "running":
             _podman("start", name)
+    made = dict.fromkeys(plan, 1)
+    stopped: list[str] = []
     deadline = time.monotonic() + boot_timeout_s
     while True:  # bounded: waits for systemd in every member; gives up at the deadline
         states = container_status(inv)
-        if all(s.systemd in ("running", "degraded") for s in states):
+        late = [s.name for s in states if s.systemd not in ("running", "degraded")]
+        if not late:
             return bmc_status() + states
+        for name in late:
+            gone = _init_gone(name) if name in plan else None
+            if gone is None:
+                continue
+            stopped.append(f"{name} (try {made[name]} of {BOOT_ATTEMPTS}): {gone}")
+            if made[name] >= BOOT_ATTEMPTS:
+                deadline = 0.0  # it keeps stopping: waiting longer tells nothing more
+                continue
+            say(f"{name} stopped while booting ({gone}; {host_facts()}); "
+                f"making it again (try {made[name] + 1} of {BOOT_ATTEMPTS})")
+            _podman("rm", "--force", "--time", "5", name)
+            _start(name, plan[name], _extra_hosts(plan, name), image)
+            made[name] += 1
+            deadline = max(deadline, time.monotonic() + boot_timeout_s)
         if time.monotonic() > deadline:
-            late = [s.name for s in states if s.systemd not in ("running", "degraded")]
             raise DemoError("containers did not finish booting within "
-                            f"{boot_timeout_s:.0f} s: "
+                            f"{boot_timeout_s:.0f} s of their last start: "
                             + ", ".join(f"{s.name}={s.state}/{s.systemd}" for s in states)
-                            + "\n" + "\n".join(_boot_diagnosis(name) for name in late))
+                            + "\n" + "\n".join(_boot_diagnosis(name) for name in late)
+                            + "".join(f"\nstopped while booting: {line}" for line in stopped)
+                            + f"\nhost: {host_facts()}")
         time.sleep(1)
 
 
@@ -325,7 +442,7 @@ def inject(inv: Inventory, fault: str) -> str:
     return FAULTS[fault]
 
 
-def heal(inv: Inventory) -> list[NodeState]:
+def heal(inv: Inventory, say: Callable[[str], None] = lambda line: None) -> list[NodeState]:
     """Undo every injected fault: fresh simulators, every container running."""
     start_bmcs(fresh=True)
-    return up(inv)
+    return up(inv, say=say)
