@@ -1,13 +1,14 @@
-"""The demo rack's boot wait (rackgate.demo.rack): a member whose init stopped while podman
-still says "running" is found from /proc, and a boot that fails names the host's limits.
-The containers themselves are e2e (tests/e2e/demo_rack.py: provision)."""
+"""The demo rack's boot wait (rackgate.demo.boot, read by rackgate.demo.rack.up): a member
+whose init stopped while podman still says "running" is found from /proc, and a boot that
+fails names the host's limits. The containers themselves are e2e (tests/e2e/demo_rack.py:
+provision)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from rackgate.demo.rack import host_facts, init_gone, process_state
+from rackgate.demo.boot import host_facts, init_gone, process_state
 
 
 def fake_proc(root: Path, pid: int, comm: str, state: str, inotify: int = 0) -> None:
