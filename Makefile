@@ -62,9 +62,10 @@ lint:
 	python scripts/role-docs.py --check
 	python scripts/check-registry-hosts.py
 
-# pytest exits 5 when it collects nothing; make treats that as the failure it is.
+# pytest exits 5 when it collects nothing; make treats that as the failure it is. The
+# slowest tests are listed at the end, so CI's log says where its time went.
 unit:
-	pytest -m "not e2e"
+	pytest -m "not e2e" --durations=25
 
 # Every role's scenarios (or ROLES="common slurm"), on one Debian release (DISTRO=bookworm,
 # the default, or DISTRO=trixie), a few roles at a time (JOBS=1 for one after the other).
@@ -81,7 +82,7 @@ molecule-ci:
 	scripts/molecule-all.sh $(MOLECULE_ROLES) $(addsuffix :trixie,$(MOLECULE_CI_TRIXIE))
 
 e2e:
-	pytest -m e2e tests/e2e
+	pytest -m e2e tests/e2e --durations=0
 
 clean: demo-down
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache
