@@ -5,6 +5,7 @@ runs once."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,6 +23,13 @@ ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "molecule" / "containers.conf
        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "COLUMNS": "200",
        "ANSIBLE_VAULT_IDENTITY_LIST":
            f"demo@{ROOT / 'molecule' / 'demo-bmc' / 'vault-password.txt'}"}
+
+
+def accepted_both(stdout: str) -> bool:
+    """The console's verdict line of a rack whose two nodes were both accepted, with or
+    without warnings (the demo's node.identity warns: no DMI serial in a container)."""
+    return re.search(r"^Rack verdict: ACCEPT \(2/2 nodes accepted(, \d+ warnings?)?\)$",
+                     stdout, re.M) is not None
 
 
 def run(*argv: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
