@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from stored_runs import write_run
+from test_cooling_exporter import DirFetcher
 
 from rackgate.checks import load_profile
 from rackgate.cli import main
@@ -28,20 +29,6 @@ MOCKUPS = Path(__file__).parents[1] / "fixtures" / "redfish"
 DEMO = load_profile("demo")
 MANIFEST = {"run_id": "rackday-1", "inventory": ["inv"], "group": "compute", "started": "t0",
             "finished": "t1", "rackgate_version": "0", "ansible_core_version": "0"}
-
-
-class DirFetcher:
-    """Serves a Redfish mockup tree from disk, as the collector's HTTP client would."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def get(self, path: str) -> dict[str, Any]:
-        file = self.root / path.removeprefix("/redfish/v1").strip("/") / "index.json"
-        if not file.is_file():
-            raise collector.CollectError(f"GET {path}: HTTP 404")
-        doc: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
-        return doc
 
 
 def cooling(scenario: str) -> str:

@@ -45,7 +45,7 @@ from rackgate.baseline_sample import (
     wide_spreads,
     with_caveat,
 )
-from rackgate.cli_common import command
+from rackgate.cli_common import command, positive_int
 from rackgate.figures import figure, with_unit
 from rackgate.reports import UnreadableReport, read_report
 from rackgate.store.manifest import RunError
@@ -118,17 +118,6 @@ def tolerance(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not above 0 and below 1 (0.10: pass "
                                          "at >= 0.9 x the median)")
-    return value
-
-
-def minimum(text: str) -> int:
-    """argparse type: a count of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is below 1")
     return value
 
 
@@ -290,10 +279,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="pass band around the median, as a fraction, in the profile's "
                         "direction (default: 0.10: >= 0.9 x median for a floor); widened "
                         "where a golden node needs it")
-    b.add_argument("--min-nodes", type=minimum, default=MIN_NODES, metavar="N",
+    b.add_argument("--min-nodes", type=positive_int, default=MIN_NODES, metavar="N",
                    help=f"refuse a baseline of fewer golden nodes (default: {MIN_NODES}: "
                         f"{MIN_NODES_BASIS})")
-    b.add_argument("--min-runs", type=minimum, default=MIN_RUNS, metavar="N",
+    b.add_argument("--min-runs", type=positive_int, default=MIN_RUNS, metavar="N",
                    help=f"refuse a baseline from fewer runs (default: {MIN_RUNS}: "
                         f"{MIN_RUNS_BASIS})")
     b.add_argument("--allow-small", action="store_true",
