@@ -29,7 +29,7 @@ its default 128):
   python bench/collect_overhead.py decode --nodes 1000 --checks 20   # control-host decode
   python bench/collect_overhead.py fit /var/tmp/rackgate-bench/overhead.jsonl
   python bench/collect_overhead.py down [--images]
-bench/README.md has the figures and the commands that produced them.
+docs/performance.md has the figures and the commands that produced them.
 """
 
 from __future__ import annotations
@@ -259,7 +259,7 @@ def standins(sleeps: list[float]) -> list[str]:
     """Register bench.sleep_A, bench.sleep_B, ... (copies of node.identity running
     ``sleep S``); return their names."""
     from rackgate.checks import REGISTRY
-    from rackgate.checks.base import no_needs
+    from rackgate.checks.shared.base import no_needs
 
     base = REGISTRY["node.identity"]
     names = []

@@ -43,9 +43,9 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 import yaml  # noqa: E402
 from slurm_stub import install, on_path  # noqa: E402
 
-from rackgate.collect import record  # noqa: E402
+from rackgate.collect import runner_events  # noqa: E402
 from rackgate.collect.ansible import collect  # noqa: E402
-from rackgate.collect.task import Task  # noqa: E402
+from rackgate.commands.task import Task  # noqa: E402
 from rackgate.store.evidence import EvidenceStore  # noqa: E402
 from rackgate.store.manifest import new_run_dir  # noqa: E402
 
@@ -69,9 +69,9 @@ def one_run(nodes: int, checks: int, parallel: int, sync: bool) -> dict[str, Any
         store = EvidenceStore(new_run_dir(work / "runs", "bench"), sync=sync)
         spent: list[float] = []
         sizes: list[int] = []
-        fetched = record.Recorder.fetched
+        fetched = runner_events.Recorder.fetched
 
-        def timed(self: record.Recorder, host: str, failed: dict[str, Any] | None = None
+        def timed(self: runner_events.Recorder, host: str, failed: dict[str, Any] | None = None
                   ) -> None:
             where = self.fetched_to.get(host)
             if where is not None and where.is_dir():
@@ -80,12 +80,12 @@ def one_run(nodes: int, checks: int, parallel: int, sync: bool) -> dict[str, Any
             fetched(self, host, failed)
             spent.append(time.perf_counter() - t0)
 
-        record.Recorder.fetched = timed  # type: ignore[method-assign]
+        runner_events.Recorder.fetched = timed  # type: ignore[method-assign]
         load0, c0, t0 = os.getloadavg()[0], cpu_s(), time.perf_counter()
         try:
             status = collect(tasks, [str(inv)], store, forks=5, slurm_host="head")
         finally:
-            record.Recorder.fetched = fetched  # type: ignore[method-assign]
+            runner_events.Recorder.fetched = fetched  # type: ignore[method-assign]
         wall, cpu = time.perf_counter() - t0, cpu_s() - c0
         done = sum(1 for t in tasks
                    if store.read(t.host, t.check)[0].outcome == "completed")

@@ -1,11 +1,11 @@
 """Benchmark: parsing and judging the fabric checks' listings of a large planned fabric.
 
-A healthy fabric of ``--nodes`` nodes on 8 rails (64-port switches, ``rackgate fabric
-plan``'s design) is written as the two listings the real tools would print for it,
-``ibnetdiscover -p`` (both ends of every link) and ``iblinkinfo -l`` (every linked port),
-in the formats ``parsers.ibnetdiscover`` and ``parsers.iblinkinfo`` read (the captures in
-tests/fixtures/fabric show them). Then each is parsed and judged against the plan, as
-judging a stored run does; with ``--fault``, one spine is left out of both listings (every
+A healthy fabric of ``--nodes`` nodes on 8 rails (64-port switches, ``rackgate fabric plan``'s
+design) is written as the two listings the real tools would print for it, ``ibnetdiscover -p``
+(both ends of every link) and ``iblinkinfo -l`` (every linked port), in the formats
+``parsers.infiniband.ibnetdiscover`` and ``parsers.infiniband.iblinkinfo`` read (the captures in
+tests/fixtures/fabric show them). Then each is parsed and judged against the plan, as judging a
+stored run does; with ``--fault``, one spine is left out of both listings (every
 one of its links missing: the most findings a single fault gives). Prints one line per
 stage with its wall time, and the median of ``--repeat`` runs.
 
@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rackgate.checks.fabric_as_built import judge_as_built
-from rackgate.checks.fabric_links import judge_links
-from rackgate.checks.fabric_query import FabricQueryParams
+from rackgate.checks.fabric.as_built import judge_as_built
+from rackgate.checks.fabric.links import judge_links
+from rackgate.checks.fabric.query import FabricQueryParams
 from rackgate.fabric.design import design
 from rackgate.fabric.plan import FabricPlan
-from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
-from rackgate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
+from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
+from rackgate.parsers.infiniband.ibnetdiscover import parse_ibnetdiscover_ports
 
 
 def listings(plan: FabricPlan, without: str | None) -> tuple[str, str]:

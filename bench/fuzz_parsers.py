@@ -21,7 +21,7 @@ import random
 import sys
 import time
 import traceback
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     count: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     passes: Counter[str] = Counter()
-    seconds: Counter[str] = Counter()
+    seconds: dict[str, float] = defaultdict(float)
     slowest: dict[str, tuple[float, int]] = {}
     shown = 0
     start = time.perf_counter()

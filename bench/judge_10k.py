@@ -21,7 +21,7 @@ report.html, and the verdict counts. ``judge_run`` writes both reports into the 
 directory, as ``rackgate judge`` would.
 
 ``--phases`` wraps, in this process only, the functions judge_run calls (in rackgate.run,
-rackgate.judge.run, rackgate.reports.write: reading the manifest, the per-node loop, the
+rackgate.judge.stored, rackgate.reports.write: reading the manifest, the per-node loop, the
 rack-level judgements, node and rack verdicts, report_document, write_json, the renderers),
 EvidenceStore.read and each check's parse/judge with
 timers: nothing under validators/ is edited. The wrappers cost well under a microsecond
@@ -45,7 +45,7 @@ import subprocess
 import sys
 import time
 import types
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ import standin_checks
 import tree_rss
 
 import rackgate
-import rackgate.judge.run
+import rackgate.judge.stored
 import rackgate.reports.charts
 import rackgate.reports.elevation
 import rackgate.reports.heatmap
@@ -65,6 +65,7 @@ import rackgate.run
 import rackgate.store.evidence
 import rackgate.store.manifest
 from rackgate.checks import REGISTRY
+from rackgate.checks.shared.base import AcrossCheck, ControlCheck, NodeCheck
 
 REPO = Path(__file__).resolve().parent.parent
 LOAD_BEFORE = [round(x, 2) for x in os.getloadavg()]
@@ -183,7 +184,7 @@ class Timers:
 
     def __init__(self) -> None:
         self.calls: Counter[tuple[str, ...]] = Counter()
-        self.seconds: Counter[tuple[str, ...]] = Counter()
+        self.seconds: dict[tuple[str, ...], float] = defaultdict(float)
         self.order: dict[tuple[str, ...], None] = {}  # first-call order = a preorder walk
         self.stack: list[tuple[str, ...]] = []
 
@@ -248,15 +249,17 @@ def install_phase_timers() -> Timers:
     t = Timers()
     t.patch_module(rackgate.run, skip={"judge_run", "validate", "resume",
                                        "_collect_and_judge"})
-    for module in (rackgate.judge.run, rackgate.reports.write, rackgate.reports.html,
+    for module in (rackgate.judge.stored, rackgate.reports.write, rackgate.reports.html,
                    rackgate.reports.sections, rackgate.reports.charts,
                    rackgate.reports.elevation, rackgate.reports.heatmap):
         t.patch_module(module, skip={"render_html"})
     store = rackgate.store.evidence.EvidenceStore
     store.read = t.wrap("EvidenceStore.read", store.read)  # type: ignore[method-assign]
     for name, check in list(REGISTRY.items()):
-        REGISTRY[name] = dataclasses.replace(check, parse=t.wrap("check.parse", check.parse),
-                                             judge=t.wrap("check.judge", check.judge))
+        timed = dataclasses.replace(check, parse=t.wrap("check.parse", check.parse))
+        if isinstance(timed, NodeCheck | ControlCheck | AcrossCheck):  # those with a judge
+            timed = dataclasses.replace(timed, judge=t.wrap("check.judge", timed.judge))
+        REGISTRY[name] = timed
     return t
 
 
@@ -288,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{time.perf_counter() - t:.1f} s")
     manifest = rackgate.store.manifest.read_manifest(args.run_dir)
     standin_checks.register_for_manifest(manifest)
-    n_hosts, n_checks = len(manifest["hosts"]), len(manifest["checks"])
+    n_hosts, n_checks = len(manifest.hosts), len(manifest.checks)
     del manifest
     timers = install_phase_timers() if args.phases else None
     rss_before = current_rss_kib()

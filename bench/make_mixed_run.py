@@ -53,6 +53,7 @@ import standin_checks
 from make_run import (
     FIXTURES,
     T0,
+    check_params,
     evidence_sizes,
     host_name,
     location,
@@ -64,7 +65,8 @@ from make_run import (
 )
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
-from rackgate.collect.task import KILLED_RC, TIMEOUT_RC, Task, wrapped
+from rackgate.checks.shared.base import NodeCheck
+from rackgate.commands.task import KILLED_RC, TIMEOUT_RC, Task, wrapped
 from rackgate.store.evidence import EvidenceStore, write_json
 
 UNREACHABLE = 0.002  # per node: every check unreachable
@@ -127,7 +129,7 @@ OVERRIDES = {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {
 
 
 # fabric.ports' evidence is its port probe's output: the header naming the tool that
-# answered (ibstat here), then that tool's output (rackgate.parsers.ib_ports)
+# answered (ibstat here), then that tool's output (rackgate.parsers.infiniband.ports)
 IB_PROBE = ('### rackgate-ib-ports {"argv": ["ibstat"], "path": "/usr/sbin/ibstat", '
             '"not_found": []}\n')
 
@@ -161,7 +163,7 @@ def profile_document() -> dict[str, Any]:
     for name in NCCL_STANDINS:
         doc["checks"][name] = copy.deepcopy(doc["checks"]["nccl.all_reduce"])
     doc["checks"] = {k: v for k, v in doc["checks"].items()
-                     if k in CHECKS or k not in REGISTRY or REGISTRY[k].runs_on != "node"}
+                     if k in CHECKS or k not in REGISTRY or not isinstance(REGISTRY[k], NodeCheck)}
     doc["name"] = "dgx-h100-bench"
     doc["description"] = (f"{doc['description']} BENCHMARK: the demo's fio floors, two "
                           "bonds, compute NICs mlx5_0-7, 2 stand-in copies of gpu.health and 4 "
@@ -215,8 +217,7 @@ class Mixed:
 
         self.run_dir, self.seed = run_dir, seed
         profile = profile_from_document(profile_raw, "bench")
-        self.params = {c: REGISTRY[c].params_model.model_validate(profile.check(c).params)
-                       for c in CHECKS}
+        self.params = check_params(profile, CHECKS)
         self.text = {rel: (IB_PROBE if rel.startswith("infiniband/ibstat") else "") + body(rel)
                      for plan in FIXTURE_PLAN.values()
                      for rel in [plan[0], *(f for f, _ in plan[1])]}

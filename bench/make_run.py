@@ -35,7 +35,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from typing import Any
 import standin_checks  # registers the bench.fio_NN stand-ins before any profile is built
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
-from rackgate.collect.task import KILLED_RC, TIMEOUT_RC, Task, wrapped
+from rackgate.commands.task import KILLED_RC, TIMEOUT_RC, Task, wrapped
 from rackgate.profile import Profile
 from rackgate.store.evidence import EvidenceStore, write_json
 from rackgate.store.manifest import MANIFEST_SCHEMA, versions
@@ -108,7 +108,10 @@ class FioVariant:
         start = text.index('"read" : {')
         end = text.index('"write" : {')
         self.head, self.read, self.tail = text[:start], text[start:end], text[end:]
-        self.total_ios = int(re.search(r'"total_ios" : ([0-9]+)', self.read).group(1))
+        found = re.search(r'"total_ios" : ([0-9]+)', self.read)
+        if found is None:
+            raise ValueError("the fio capture has no read total_ios")
+        self.total_ios = int(found.group(1))
 
     def render(self, f: float, when: datetime) -> str:
         ios = max(1, round(self.total_ios * f))
@@ -137,6 +140,17 @@ class FioVariant:
         head = re.sub(r'"time" : "[^"]*"', f'"time" : "{when.strftime("%a %b %d %H:%M:%S %Y")}"',
                       head)
         return head + _NUM.sub(sub, self.read) + self.tail
+
+
+def check_params(profile: Profile, checks: Sequence[str]) -> dict[str, Any]:
+    """Each check's parameters from ``profile`` (every check must be in it)."""
+    out: dict[str, Any] = {}
+    for c in checks:
+        section = profile.check(c)
+        if section is None:
+            raise ValueError(f"profile {profile.name} has no section for check {c}")
+        out[c] = REGISTRY[c].params_model.model_validate(section.params)
+    return out
 
 
 def host_name(i: int) -> str:
@@ -193,8 +207,7 @@ class Generator:
         self.checks = checks
         self.seed = seed
         profile = profile_from_document(profile_raw, "bench")
-        self.params = {c: REGISTRY[c].params_model.model_validate(profile.check(c).params)
-                       for c in checks}
+        self.params = check_params(profile, checks)
         self.healthy = FioVariant(fixture("fio/seq-read-healthy.json"))
         note_text = fixture("fio/seq-read-note-before-json.txt")
         self.note = note_text[:note_text.index("\n{") + 1]  # fio's note line(s)

@@ -50,11 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from make_mixed_run import FIXTURES, body
+from make_mixed_run import body
+from make_run import FIXTURES
 
 import rackgate.parsers
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.judge.evidence import judge_launched
+from rackgate.checks.shared.base import AcrossCheck
+from rackgate.placement.evidence import judge_launched
 from rackgate.store.evidence import Evidence
 
 Parser = Callable[[str], Any]
@@ -75,7 +77,9 @@ def _judge_pairwise(client: str) -> Any:
                   outcome="completed", rc=0, started=None, ended=None, duration_s=1.0,
                   stderr="", message="", stdout_file="evidence/head/fabric.pairwise_bw.out",
                   stdout_sha256="0" * 64, stdout_bytes=len(text))
-    return judge_launched(REGISTRY["fabric.pairwise_bw"], ev, text, _H100, ["a", "b"])
+    check = REGISTRY["fabric.pairwise_bw"]
+    assert isinstance(check, AcrossCheck)
+    return judge_launched(check, ev, text, _H100, ["a", "b"])
 
 
 def parsers() -> dict[str, Parser]:
@@ -131,10 +135,11 @@ def _dcb() -> str:
 
 
 # parsers of rackgate's own composite formats -> (a name for it, the text built)
-COMPOSED = {PAIRWISE_JUDGE: ("perftest/ib_write_bw-ndr400-64k-healthy.txt",
-                             lambda: body("perftest/ib_write_bw-ndr400-64k-healthy.txt")),
-            "rackgate.parsers.pairwise.parse_pairwise": ("pairwise of perftest", _pairwise),
-            "rackgate.parsers.dcb.parse_dcb_sections": ("dcb probe of dcb fixtures", _dcb)}
+_IB_WRITE_BW = "perftest/ib_write_bw-ndr400-64k-healthy.txt"
+COMPOSED: dict[str, tuple[str, Callable[[], str]]] = {
+    PAIRWISE_JUDGE: (_IB_WRITE_BW, lambda: body(_IB_WRITE_BW)),
+    "rackgate.parsers.pairwise.parse_pairwise": ("pairwise of perftest", _pairwise),
+    "rackgate.parsers.dcb.parse_dcb_sections": ("dcb probe of dcb fixtures", _dcb)}
 
 
 def own_fixture(name: str, parse: Parser) -> tuple[str, str] | None:

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=30)
     args = ap.parse_args(argv)
-    checks = read_manifest(args.run_dir)["checks"]
+    checks = read_manifest(args.run_dir).checks
     standin_checks.register(checks)
     print(f"rackgate from {Path(rackgate.__file__).parent}")
     parser_of = {c: REGISTRY[c].parse for c in checks}

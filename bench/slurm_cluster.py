@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLE = ROOT / "roles" / "slurm"
@@ -95,7 +96,7 @@ def main() -> int:
             text=True,
         ).stdout.strip()
 
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     try:
         for number in range(1, args.rounds + 1):
             molecule("destroy", env)

@@ -1,12 +1,11 @@
 """BENCHMARK STAND-INS, not real checks: copies of ``fio.seq_read`` under other names.
 
-Only two check families exist today (``node.identity`` and ``fio.seq_read``). To judge a
-run of 20 checks per node, the benchmark registers ``bench.fio_01`` ... ``bench.fio_NN``
-in ``rackgate.checks.REGISTRY`` when this module is imported: each is
-``dataclasses.replace(REGISTRY["fio.seq_read"], name=...)``, so it runs the same parser
-and judge on the same kind of evidence (~6.5 KB of fio JSON). Real later families
-(``nvidia-smi -q -x`` is ~10-100 KB per node, NCCL logs, ibstat...) will cost more per
-result; see bench/README.md.
+To judge a run of C checks per node of one family (``bench/make_run.py``), the benchmark
+registers ``bench.fio_01`` ... ``bench.fio_NN`` in ``rackgate.checks.REGISTRY`` when this
+module is imported: each is ``dataclasses.replace(REGISTRY["fio.seq_read"], name=...)``,
+so it runs the same parser and judge on the same kind of evidence (~6.5 KB of fio JSON).
+``bench/make_mixed_run.py`` makes a run of the real families instead, which costs more
+per result (``nvidia-smi -q -x`` alone is ~42 KB a node).
 
 Nothing under validators/ knows about these names: they exist only in a process that
 imported this module, and only the benchmark's run directories mention them.
@@ -20,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rackgate.checks import REGISTRY
+from rackgate.store.manifest import Manifest
 
 PREFIX = "bench.fio_"
 BASE = "fio.seq_read"
@@ -58,9 +58,9 @@ def register(names: Iterable[str]) -> list[str]:
     return added
 
 
-def register_for_manifest(manifest: Mapping[str, Any]) -> list[str]:
+def register_for_manifest(manifest: Manifest) -> list[str]:
     """Register the stand-ins a stored benchmark run names (before judging it)."""
-    return register(manifest.get("checks", []))
+    return register(manifest.checks)
 
 
 def check_names(total: int) -> list[str]:

@@ -1,8 +1,8 @@
 """Run a command and report the peak memory of its whole process tree.
 
-``getrusage`` and ``/usr/bin/time -v`` report the largest single process, but a judge of a
-large run forks workers (judge.run._judge_each_node), so the budget applies to the sum: this samples
-the RSS of the command and all its descendants every 50 ms (from /proc) and prints the
+``getrusage`` and ``/usr/bin/time -v`` report the largest single process, but a judge of a large
+run forks workers (judge.stored._judge_each_node), so the budget applies to the sum: this
+samples the RSS of the command and all its descendants every 50 ms (from /proc) and prints the
 largest sum seen, and the wall time. Sampling can miss a short peak; quote it as such.
 
 Usage: python bench/tree_rss.py -- python bench/judge_10k.py /var/tmp/rackgate-bench/run-10k

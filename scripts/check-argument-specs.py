@@ -2,8 +2,8 @@
 """Check every role's meta/argument_specs.yml against its defaults/main.yml.
 
 Ansible keeps a role's argument specs apart from its defaults, so nothing stops the two
-from drifting (STYLE.md, "argument_specs.yml covers every public variable"). For every
-role under roles/ this script reports:
+from drifting (CONTRIBUTING.md, "Ansible roles": argument_specs covers every public
+variable). For every role under roles/ this script reports:
 
   * a variable in defaults/main.yml that the `main` entry point's options lack;
   * an option with no default in defaults/main.yml (unless it is `required: true`);

@@ -1,6 +1,6 @@
 """The fabric checks' parsers on real outputs published by others (../shared/corpus/
-infiniband, read at test time): ``ibnetdiscover -p`` listings (parsers.ibnetdiscover) and
-iblinkinfo listings (parsers.iblinkinfo). Every file parses, or is refused with a
+infiniband, read at test time): ``ibnetdiscover -p`` listings (parsers.infiniband.ibnetdiscover) and
+iblinkinfo listings (parsers.infiniband.iblinkinfo). Every file parses, or is refused with a
 ParseError saying why; what each file's header and body show is read as such, and the
 judges do not pass what these listings do not prove (a listing cut short or contradicting
 itself)."""
@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from conftest import CORPUS, CorpusFile, corpus_files, corpus_params
-from rackgate.checks.fabric_as_built import judge_as_built
-from rackgate.checks.fabric_links import judge_links
-from rackgate.checks.fabric_query import FabricQueryParams
+from rackgate.checks.fabric.as_built import judge_as_built
+from rackgate.checks.fabric.links import judge_links
+from rackgate.checks.fabric.query import FabricQueryParams
 from rackgate.fabric.plan import plan_from_document
 from rackgate.model import Status
 from rackgate.parsers import ParseError
-from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
-from rackgate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
+from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
+from rackgate.parsers.infiniband.ibnetdiscover import parse_ibnetdiscover_ports
 
 NEEDS_CORPUS = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no corpus at {CORPUS}")
 

@@ -13,10 +13,10 @@ import pytest
 
 from conftest import CorpusFile, corpus_params
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.fio import parse_fio_json
+from rackgate.placement.evidence import judge_evidence
 
 
 def _evidence(body: str):

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from conftest import corpus_params
-from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
+from rackgate.checks.gpu.health import GpuHealthParams, judge_gpu_health
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.nvidia_smi import parse_nvidia_smi

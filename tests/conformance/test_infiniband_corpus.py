@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import CorpusFile, corpus_params
-from rackgate.checks.infiniband import PortsParams, judge_ports
+from rackgate.checks.fabric.ports import PortsParams, judge_ports
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.infiniband import (
@@ -75,9 +75,9 @@ def test_corpus_file_parses_or_is_refused_clearly(f: CorpusFile) -> None:
     elif name.startswith("ibv_devinfo"):
         assert parse_ibv_devinfo(f.body)
     else:
-        # another family (iblinkinfo and ibnetdiscover: read by parsers.iblinkinfo and
-        # parsers.ibnetdiscover in test_fabric_formats.py; ibdiagnet): ibstat's parser must
-        # refuse it with a message naming the line, never read it as zero CAs
+        # another family (iblinkinfo and ibnetdiscover: read by parsers.infiniband.iblinkinfo
+        # and parsers.infiniband.ibnetdiscover in test_fabric_formats.py; ibdiagnet): ibstat's
+        # parser must refuse it with a message naming the line, never read it as zero CAs
         with pytest.raises(ParseError, match=r"ibstat: line \d+"):
             parse_ibstat(f.body)
 

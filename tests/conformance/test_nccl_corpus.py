@@ -17,7 +17,7 @@ import pytest
 
 from conftest import CorpusFile, corpus_files, corpus_params
 from rackgate.checks import load_profile
-from rackgate.checks.nccl import NcclParams, judge_nccl, large_message_busbw
+from rackgate.checks.nccl.local import NcclParams, judge_nccl, large_message_busbw
 from rackgate.model import Status
 from rackgate.parsers.nccl_tests import parse_nccl_tests
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import CorpusFile, corpus_params
-from rackgate.checks.pairs import judge_pairwise, line_rate_threshold
+from rackgate.checks.shared.pairs import judge_pairwise, line_rate_threshold
 from rackgate.model import Status
 from rackgate.parsers.perftest import parse_ib_read_lat, parse_ib_write_bw
 from rackgate.profile import Hardware, NicSpec

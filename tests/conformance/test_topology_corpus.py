@@ -12,7 +12,7 @@ import re
 import pytest
 
 from conftest import CorpusFile, corpus_params
-from rackgate.checks.topology import (
+from rackgate.checks.gpu.topology import (
     AffinityParams,
     DcgmDiagParams,
     NvLinkParams,

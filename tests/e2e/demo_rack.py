@@ -38,7 +38,7 @@ def run(*argv: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
 
 
 def rackgate(*args: str) -> subprocess.CompletedProcess[str]:
-    return run(sys.executable, "-m", "rackgate.cli", *args)
+    return run(sys.executable, "-m", "rackgate.cli.main", *args)
 
 
 def slurm_state(node: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from demo_rack import DEMO, NODES, ROOT, accepted_both, rackgate, require_slurm_idle, run
 
-from rackgate.collect.task import check_argv
+from rackgate.commands.task import check_argv
 
 pytestmark = pytest.mark.e2e
 

@@ -37,7 +37,7 @@ from demo_rack import (
     wait_slurm_idle,
 )
 
-from rackgate.collect.task import check_argv
+from rackgate.commands.task import check_argv
 from rackgate.demo.rack import BMC_PASSWORD
 from rackgate.figures import figure
 from rackgate.store.history import default_history_path, node_history, open_history
@@ -334,7 +334,7 @@ def test_sound_11_killed_run_resumes_without_orphans_or_overlap(provisioned_rack
     runs = tmp_path / "runs"
     watch = FioWatch(NODES)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rackgate.cli", "validate", "-i", DEMO, "-i", str(slow),
+        [sys.executable, "-m", "rackgate.cli.main", "validate", "-i", DEMO, "-i", str(slow),
          "--profile", "demo", "--runs-dir", str(runs)],
         cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
@@ -381,7 +381,7 @@ def test_sound_12_two_runs_on_the_same_nodes_take_turns(provisioned_rack, tmp_pa
     benchmarks take turns (never more than one fio on a node), and both accept."""
     watch = FioWatch(NODES)
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "rackgate.cli", "validate", "-i", DEMO, "--profile", "demo",
+        [sys.executable, "-m", "rackgate.cli.main", "validate", "-i", DEMO, "--profile", "demo",
          "--checks", "fio", "--runs-dir", str(tmp_path / "runs")],
         cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)]
@@ -533,7 +533,7 @@ def test_rackday_1_the_demo_without_its_vault_password_is_no_verdict(provisioned
     env = {k: v for k, v in ENV.items() if not k.startswith("ANSIBLE_VAULT")}
     runs = tmp_path / "runs"
     for plan in ("--plan", "--no-plan"):
-        proc = subprocess.run([sys.executable, "-m", "rackgate.cli", "validate", "-i",
+        proc = subprocess.run([sys.executable, "-m", "rackgate.cli.main", "validate", "-i",
                                str(site), "--profile", "demo", "--runs-dir", str(runs), plan],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
                               check=False)

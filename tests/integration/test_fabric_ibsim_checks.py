@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from fabric_sim import missing_tools, sim_fabric
-from rackgate.checks.fabric_as_built import judge_as_built
-from rackgate.checks.fabric_links import judge_links
-from rackgate.checks.fabric_query import FabricQueryParams
+from rackgate.checks.fabric.as_built import judge_as_built
+from rackgate.checks.fabric.links import judge_links
+from rackgate.checks.fabric.query import FabricQueryParams
 from rackgate.fabric.plan import load_plan
-from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
-from rackgate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
+from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
+from rackgate.parsers.infiniband.ibnetdiscover import parse_ibnetdiscover_ports
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "fabric"
 FABRIC_HOST = "gpu001 mlx5_0"  # the SM's HCA and the one the tools query through

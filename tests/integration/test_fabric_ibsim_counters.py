@@ -1,5 +1,5 @@
 """fabric.errors and fabric.sm on live output: their real scripts (the constant ``sh -c``
-of checks/fabric_errors.py and checks/fabric_sm.py) run under libumad2sim against ibsim
+of checks/fabric/errors.py and checks/fabric/sm.py) run under libumad2sim against ibsim
 serving tests/fixtures/fabric_counters/test.net, with the real opensm and infiniband-diags
 (``fabric_sim``), faults injected through ibsim's console, some of them while the errors
 script sleeps between its two reads.
@@ -29,15 +29,15 @@ from typing import Any
 import pytest
 
 from fabric_sim import SimError, SimFabric, missing_tools, sim_fabric
-from rackgate.checks.fabric_errors import (
+from rackgate.checks.fabric.errors import (
     FabricErrorsParams,
     fabric_errors_command,
     judge_fabric_errors,
 )
-from rackgate.checks.fabric_query import FabricQueryParams
-from rackgate.checks.fabric_sm import fabric_sm_command, judge_fabric_sm
+from rackgate.checks.fabric.query import FabricQueryParams
+from rackgate.checks.fabric.sm import fabric_sm_command, judge_fabric_sm
 from rackgate.fabric.plan import load_plan
-from rackgate.parsers.ibcounters import parse_ibcounters
+from rackgate.parsers.infiniband.counters import parse_ibcounters
 from rackgate.parsers.sminfo import SmInfo, parse_sminfo
 from rackgate.profile import Threshold
 
@@ -277,8 +277,8 @@ def _versions() -> str:
 
 
 def _header(kind: str, c: Capture, versions: str) -> str:
-    script = {"errors": "ERRORS_SCRIPT of validators/rackgate/checks/fabric_errors.py",
-              "sm": "SM_SCRIPT of validators/rackgate/checks/fabric_sm.py"}[kind]
+    script = {"errors": "ERRORS_SCRIPT of validators/rackgate/checks/fabric/errors.py",
+              "sm": "SM_SCRIPT of validators/rackgate/checks/fabric/sm.py"}[kind]
     args = f"rackgate-fabric-errors {WINDOW_S} '' ''" if kind == "errors" \
         else "rackgate-fabric-sm '' ''"
     sm = "no subnet manager running" if c.sm is None else (

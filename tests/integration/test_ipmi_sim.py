@@ -20,8 +20,8 @@ from typing import TypeVar
 import pytest
 
 from conftest import ipmi_sim
-from rackgate.checks.base import SECRET_FILE
 from rackgate.checks.redundancy import PsuIpmiParams, judge_psu_ipmi, psu_ipmi_command
+from rackgate.checks.shared.base import SECRET_FILE
 from rackgate.demo.bmc import ipmi_console
 from rackgate.model import Judgement, Status
 from rackgate.parsers.ipmi import parse_ipmi_sdr

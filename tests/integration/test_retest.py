@@ -15,9 +15,9 @@ import yaml
 
 from rackgate.checks import load_profile
 from rackgate.model import Verdict
+from rackgate.refusal import Refusal
 from rackgate.run import retest, validate
 from rackgate.store.history import default_history_path, node_history, open_history
-from rackgate.store.manifest import RunError
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_FIO = {"checks": {"fio.seq_read": {"params": {"size": "16M", "direct": False,
@@ -53,7 +53,7 @@ def test_retest_collects_the_failures_again_as_revision_2(rack, tmp_path: Path) 
     # was before fabric plans existed)
     assert not {"fabric", "fabric_host"} & json.loads(
         (first.run_dir / "manifest.json").read_text()).keys()
-    with pytest.raises(RunError, match="nothing to retest"):
+    with pytest.raises(Refusal, match="nothing to retest"):
         retest(first.run_dir, limit="n1")  # n1 passed: nothing of it to collect again
 
     scratch["n2"].unlink()  # the repair
@@ -91,7 +91,7 @@ def test_a_log_gets_the_unusual_progress_lines_and_one_per_check(rack, tmp_path:
     """Issue 16: written to a log (no terminal), validate prints one progress line per check
     when its last node is in, and a line per command only with --show all; the results
     table lists only the problems (n2's fio cannot write its scratch file)."""
-    from rackgate.cli import main
+    from rackgate.cli.main import main
 
     inv, _ = rack
     argv = ["validate", "-i", str(inv), "--profile", "demo", "--checks", "fio.seq_read",

@@ -45,37 +45,29 @@ from test_cooling import DirFetcher
 from rackgate.checks import load_profile
 from rackgate.checks.conformance import judge_conformance
 from rackgate.checks.cooling import PsuRedfishParams, judge_cdu, judge_psu_redfish
-from rackgate.checks.disk_health import judge_disk_health
-from rackgate.checks.fio import judge_rand_read, judge_seq_read
-from rackgate.checks.gpu import GpuHealthParams, SmiTableParams, judge_gpu_health, judge_smi_table
-from rackgate.checks.identity import IdentityParams, judge_identity
-from rackgate.checks.infiniband import (
+from rackgate.checks.fabric.nic_pcie import NicPcieParams, judge_nic_pcie
+from rackgate.checks.fabric.pairwise import judge_nodes
+from rackgate.checks.fabric.ports import (
     LosslessParams,
     PortsParams,
     judge_lossless,
     judge_port_reading,
     judge_ports,
 )
-from rackgate.checks.mpi import judge_allreduce
-from rackgate.checks.nccl import NcclParams, judge_nccl
-from rackgate.checks.nccl_fabric import judge_fabric, parse_fabric
-from rackgate.checks.nic_pcie import NicPcieParams, judge_nic_pcie
-from rackgate.checks.nvbandwidth import (
+from rackgate.checks.gpu.health import (
+    GpuHealthParams,
+    SmiTableParams,
+    judge_gpu_health,
+    judge_smi_table,
+)
+from rackgate.checks.gpu.nvbandwidth import (
     DeviceToDeviceParams,
     NvbandwidthParams,
     judge_device_to_device,
     judge_host_to_device,
 )
-from rackgate.checks.nvlink_errors import NvLinkErrorsParams, judge_nvlink_errors
-from rackgate.checks.pairwise import judge_nodes
-from rackgate.checks.redundancy import (
-    MultipathParams,
-    PsuIpmiParams,
-    judge_bonding,
-    judge_multipath,
-    judge_psu_ipmi,
-)
-from rackgate.checks.topology import (
+from rackgate.checks.gpu.nvlink_errors import NvLinkErrorsParams, judge_nvlink_errors
+from rackgate.checks.gpu.topology import (
     AffinityParams,
     DcgmDiagParams,
     NvLinkParams,
@@ -83,6 +75,19 @@ from rackgate.checks.topology import (
     judge_dcgm,
     judge_nvlink,
 )
+from rackgate.checks.identity import IdentityParams, judge_identity
+from rackgate.checks.mpi import judge_allreduce
+from rackgate.checks.nccl.fabric import judge_fabric, parse_fabric
+from rackgate.checks.nccl.local import NcclParams, judge_nccl
+from rackgate.checks.redundancy import (
+    MultipathParams,
+    PsuIpmiParams,
+    judge_bonding,
+    judge_multipath,
+    judge_psu_ipmi,
+)
+from rackgate.checks.storage.disk_health import judge_disk_health
+from rackgate.checks.storage.fio import judge_rand_read, judge_seq_read
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.bonding import parse_bonding
@@ -91,13 +96,13 @@ from rackgate.parsers.dcb import parse_dcb_sections
 from rackgate.parsers.dcgm import parse_dcgm_diag
 from rackgate.parsers.disk_health import parse_disk_health
 from rackgate.parsers.fio import parse_fio_json
-from rackgate.parsers.ib_ports import parse_port_reading
-from rackgate.parsers.ibcounters import parse_ibcounters
-from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
-from rackgate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
-from rackgate.parsers.ibstatus import parse_ibstatus
 from rackgate.parsers.identity import parse_identity
 from rackgate.parsers.infiniband import parse_ibstat, parse_ibv_devinfo
+from rackgate.parsers.infiniband.counters import parse_ibcounters
+from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
+from rackgate.parsers.infiniband.ibnetdiscover import parse_ibnetdiscover_ports
+from rackgate.parsers.infiniband.ibstatus import parse_ibstatus
+from rackgate.parsers.infiniband.ports import parse_port_reading
 from rackgate.parsers.ipmi import parse_ipmi_sdr
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.parsers.multipath import parse_multipath_ll
@@ -105,9 +110,9 @@ from rackgate.parsers.nccl_tests import parse_nccl_tests
 from rackgate.parsers.nic_pcie import parse_nic_pcie
 from rackgate.parsers.nvbandwidth import parse_nvbandwidth
 from rackgate.parsers.nvidia_smi import parse_nvidia_smi_text, parse_nvidia_smi_xml
-from rackgate.parsers.nvidia_smi_table import parse_nvidia_smi_table
+from rackgate.parsers.nvidia_smi.table import parse_nvidia_smi_table
 from rackgate.parsers.nvlink import parse_nvlink_status
-from rackgate.parsers.nvlink_errors import parse_nvlink_errors
+from rackgate.parsers.nvlink.errors import parse_nvlink_errors
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.parsers.perftest import parse_ib_write_bw
 from rackgate.parsers.rdma_link import parse_rdma_link

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rackgate.checks.infiniband import PortsParams, ports_command
+from rackgate.checks.fabric.ports import PortsParams, ports_command
 
 _STATE = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE"}
 _PHYS = {1: "Sleep", 2: "Polling", 3: "Disabled", 5: "LinkUp"}

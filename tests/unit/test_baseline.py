@@ -15,12 +15,12 @@ from stored_runs import write_run
 
 from rackgate.baseline import BaselineError, baseline
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.cli import main
-from rackgate.cli_baseline import overrides_yaml
+from rackgate.cli.baseline import overrides_yaml
+from rackgate.cli.main import main
 from rackgate.overrides import load_profile_or_fail
 from rackgate.profile import Profile
+from rackgate.refusal import Refusal
 from rackgate.run import judge_run
-from rackgate.store.manifest import RunError
 
 SEQ_READ_BYTES, SEQ_READ_BW = "3628072960", "1208954668"  # fio/seq-read-healthy.json
 RAND_P99_NS = "5406720"  # fio/rand-read-4k-qd32-healthy.json
@@ -258,7 +258,7 @@ def test_the_overridden_profile_is_what_a_run_records_and_judges_again(tmp_path,
 def test_an_overrides_file_the_profile_refuses_is_named(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    with pytest.raises(RunError) as exc:
+    with pytest.raises(Refusal) as exc:
         load_profile_or_fail("demo", [path])
     assert str(path) in str(exc.value) and message in str(exc.value)
 

@@ -18,7 +18,7 @@ from stored_runs import write_run
 from test_pairwise_check import HEALTHY, perftest, run_output
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.checks.pairs import round_robin
+from rackgate.checks.shared.pairs import round_robin
 from rackgate.model import Status
 from rackgate.placement import ACROSS_NODES, JudgeJob
 from rackgate.run import judge_run
@@ -73,7 +73,8 @@ def stored(tmp_path: Path, *, left_out: bool) -> Path:
                     stderr="", message="")
         manifest = json.loads((run / "manifest.json").read_text())
         why = f"{DEAD} unreachable: {UNREACHABLE}"
-        manifest["launched"] = {c: Launched(tuple(ran), {DEAD: why}).to_doc() for c in ACROSS}
+        manifest["launched"] = {c: Launched(nodes=tuple(ran), left_out={DEAD: why}).to_doc()
+                                for c in ACROSS}
         (run / "manifest.json").write_text(json.dumps(manifest))
         # the NCCL job across the 31 is left without evidence here: it must then be an
         # error for each of them, never a pass (below)
@@ -144,7 +145,8 @@ def test_with_no_partner_left_the_survivor_warns_and_the_absent_node_errs() -> N
     why = "rg-node02 unreachable: Failed to connect to the host via ssh"
     job = JudgeJob(hosts, ("mpi.allreduce",), {h: demo for h in hosts},
                    {h: demo for h in hosts}, "rg-head",
-                   {"mpi.allreduce": Launched(("rg-node01",), {"rg-node02": why})})
+                   {"mpi.allreduce": Launched(nodes=("rg-node01",),
+                                             left_out={"rg-node02": why})})
 
     class NoEvidence:
         def read(self, host: str, check: str) -> tuple:

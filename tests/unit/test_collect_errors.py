@@ -18,12 +18,12 @@ import yaml
 
 from conftest import demo_profile_file
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.checks.base import SECRET_FILE
+from rackgate.checks.shared.base import SECRET_FILE
 from rackgate.collect.ansible import collect
-from rackgate.collect.record import ansible_error
-from rackgate.collect.task import Task, wrapped
-from rackgate.judge.evidence import judge_evidence
+from rackgate.collect.runner_events import ansible_error
+from rackgate.commands.task import Task, wrapped
 from rackgate.model import Status
+from rackgate.placement.evidence import judge_evidence
 from rackgate.run import validate
 from rackgate.store.evidence import Evidence, EvidenceStore
 from rackgate.store.manifest import new_run_dir

@@ -16,8 +16,9 @@ from test_plan import HOSTVARS, checks
 
 from rackgate.checks import load_profile
 from rackgate.collect import phases
-from rackgate.collect.plan import plan
-from rackgate.collect.task import Stop, Task
+from rackgate.collect.schedule import plan
+from rackgate.collect.stop import Stop
+from rackgate.commands.task import Task
 from rackgate.inventory import Inventory
 from rackgate.placement import RunView
 from rackgate.store.evidence import EvidenceStore

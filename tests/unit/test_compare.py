@@ -12,7 +12,7 @@ from pathlib import Path
 from stored_runs import write_run
 
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.reports.diff import compared
 from rackgate.run import judge_run
 

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks.base import SECRET_FILE, CommandError
 from rackgate.checks.cooling import (
     CHECKS,
     CduParams,
@@ -22,6 +21,7 @@ from rackgate.checks.cooling import (
     judge_psu_redfish,
     psu_command,
 )
+from rackgate.checks.shared.base import SECRET_FILE, CommandError
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.redfish import parse_redfish_cooling, parse_redfish_power

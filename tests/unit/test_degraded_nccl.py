@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackgate.checks import load_profile
-from rackgate.checks.nccl import NcclParams, judge_nccl
-from rackgate.checks.nccl_fabric import NcclFabricParams, judge_fabric, parse_fabric
+from rackgate.checks.nccl.fabric import NcclFabricParams, judge_fabric, parse_fabric
+from rackgate.checks.nccl.local import NcclParams, judge_nccl
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import parse_nccl_tests
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackgate.checks import load_profile
-from rackgate.checks.pairs import round_robin
-from rackgate.checks.pairwise import PairwiseParams, judge_nodes
+from rackgate.checks.fabric.pairwise import PairwiseParams, judge_nodes
+from rackgate.checks.shared.pairs import round_robin
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.parsers.perftest import parse_ib_read_lat, parse_ib_write_bw

@@ -13,8 +13,8 @@ from pathlib import Path
 from degrade_helpers import BAD, degraded, outcome
 from hypothesis import given, settings
 
-from rackgate.checks.fio import judge_rand_read, judge_seq_read
 from rackgate.checks.redundancy import MultipathParams, judge_multipath
+from rackgate.checks.storage.fio import judge_rand_read, judge_seq_read
 from rackgate.model import Status
 from rackgate.parsers.fio import parse_fio_json
 from rackgate.parsers.multipath import parse_multipath_ll

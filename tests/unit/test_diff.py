@@ -12,7 +12,7 @@ import jinja2
 import pytest
 
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.model import Result, Status, node_verdict, rack_verdict
 from rackgate.reports import report_document
 from rackgate.reports.diff import diff_reports

@@ -18,7 +18,7 @@ import pytest
 from stored_runs import write_run
 
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.scheduler import kubernetes, slurm
 from rackgate.scheduler.drain import (
     Records,

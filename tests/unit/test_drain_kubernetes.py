@@ -31,7 +31,7 @@ from fake_schedulers import FakeKubernetes
 from stored_runs import write_run
 
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.scheduler.kubernetes import JSONPATH, TaintState, parse_state
 from rackgate.store.evidence import write_json
 

@@ -23,7 +23,7 @@ from test_pairwise_check import stored_run as pairwise_run
 
 from conftest import promtool
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.model import Result, Status, node_verdict, rack_verdict
 from rackgate.reports import report_document
 from rackgate.reports.metrics import (

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rackgate.checks.fabric_as_built import CHECK, judge_as_built
-from rackgate.checks.fabric_query import FabricQueryParams
+from rackgate.checks.fabric.as_built import CHECK, judge_as_built
+from rackgate.checks.fabric.query import FabricQueryParams
+from rackgate.checks.shared.base import FabricCheck
 from rackgate.fabric.findings import FabricVerdict, node_results
 from rackgate.fabric.plan import load_plan
 from rackgate.parsers import ParseError
-from rackgate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
+from rackgate.parsers.infiniband.ibnetdiscover import parse_ibnetdiscover_ports
 
 FABRIC = Path(__file__).resolve().parents[1] / "fixtures" / "fabric"
 PLAN = load_plan(FABRIC / "plan.yml").plan
@@ -229,8 +230,8 @@ def test_the_command_queries_through_the_hca_and_port_given() -> None:
     p = FabricQueryParams(ca="mlx5_3", port=1)
     assert CHECK.command(p, {}) == ["ibnetdiscover", "-p", "-C", "mlx5_3", "-P", "1"]
     assert CHECK.needs(p, {}).rdma_devices == ("mlx5_3",)
-    assert (CHECK.runs_on, CHECK.judge_plan, CHECK.timeout_s(p)) == ("fabric", judge_as_built,
-                                                                     180)
+    assert isinstance(CHECK, FabricCheck)
+    assert (CHECK.judge_plan, CHECK.timeout_s(p)) == (judge_as_built, 180)
 
 
 @pytest.mark.parametrize("bad", [{"ca": "mlx5_0 -s"}, {"ca": "-x"}, {"ca": "$(id)"},

@@ -1,4 +1,4 @@
-"""`rackgate fabric plan | netfile | topology | check`, through rackgate.cli.main: what
+"""`rackgate fabric plan | netfile | topology | check`, through rackgate.cli.main.main: what
 each prints or writes, and the one-line refusals (exit 2) naming the file and field."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.fabric.design import design
 from rackgate.fabric.netfile import netfile
 from rackgate.fabric.plan import load_plan, plan_document

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rackgate.checks.fabric_errors import (
+from rackgate.checks.fabric.errors import (
     CHECK,
     ERRORS_SCRIPT,
     REQUIRED,
@@ -23,7 +23,7 @@ from rackgate.checks.fabric_errors import (
 from rackgate.fabric.findings import node_results
 from rackgate.fabric.plan import load_plan, plan_from_document
 from rackgate.parsers import ParseError
-from rackgate.parsers.ibcounters import parse_ibcounters
+from rackgate.parsers.infiniband.counters import parse_ibcounters
 from rackgate.profile import Threshold
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "fabric_counters"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from rackgate.checks import REGISTRY
-from rackgate.checks.pairs import round_robin
+from rackgate.checks.shared.pairs import round_robin
 from rackgate.fabric.design import design
 from rackgate.fabric.hops import ACROSS_CORE, ACROSS_SPINE, SAME_LEAF, by_hop_class, hop_class
 

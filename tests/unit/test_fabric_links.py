@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from rackgate.checks.fabric_links import CHECK, judge_links, lane_gbps
-from rackgate.checks.fabric_query import FabricQueryParams
+from rackgate.checks.fabric.links import CHECK, judge_links, lane_gbps
+from rackgate.checks.fabric.query import FabricQueryParams
+from rackgate.checks.shared.base import FabricCheck
 from rackgate.fabric.findings import FabricVerdict
 from rackgate.fabric.plan import load_plan
 from rackgate.parsers import ParseError
-from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
+from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
 
 FABRIC = Path(__file__).resolve().parents[1] / "fixtures" / "fabric"
 PLAN = load_plan(FABRIC / "plan.yml").plan
@@ -243,4 +244,4 @@ def test_the_command_is_line_mode_through_the_hca_and_port_given() -> None:
     assert CHECK.command(FabricQueryParams(), {}) == ["iblinkinfo", "-l"]
     p = FabricQueryParams(ca="mlx5_0", port=2)
     assert CHECK.command(p, {}) == ["iblinkinfo", "-l", "-C", "mlx5_0", "-P", "2"]
-    assert CHECK.needs(p, {}).root and CHECK.runs_on == "fabric"
+    assert CHECK.needs(p, {}).root and isinstance(CHECK, FabricCheck)

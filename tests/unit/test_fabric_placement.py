@@ -14,9 +14,9 @@ import pytest
 
 from rackgate import profile as _profile
 from rackgate.checks import CATALOG, load_profile
-from rackgate.checks.base import Check, Params, Scope, judged_against_the_plan
-from rackgate.collect.plan import plan
-from rackgate.collect.task import Task
+from rackgate.checks.shared.base import FabricCheck, Params, Scope
+from rackgate.collect.schedule import plan
+from rackgate.commands.task import Task
 from rackgate.fabric.findings import FabricFinding, FabricVerdict
 from rackgate.fabric.plan import SCHEMA, FabricPlan, plan_from_document
 from rackgate.model import Status
@@ -53,10 +53,10 @@ def _judge(down: list[str], params: Any, thresholds: Any, plan: FabricPlan) -> F
                          f"{len(by_cable)} cables up")
 
 
-CHECK = Check(name="fabric.as_built", scope=Scope.RACK, tags=frozenset({"fabric"}),
+CHECK = FabricCheck(name="fabric.as_built", scope=Scope.RACK, tags=frozenset({"fabric"}),
               description="stand-in", params_model=Params, metrics=frozenset(),
               command=lambda params, hostvars: ["ibnetdiscover", "-p"], parse=_parse,
-              judge=judged_against_the_plan, judge_plan=_judge, runs_on="fabric")
+ judge_plan=_judge)
 PROFILE = _profile.profile_from_document(
     {**load_profile("demo").raw, "checks": {"fabric.as_built": {}}}, "test",
     {**CATALOG, "fabric.as_built": CHECK})

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackgate.checks.fabric_query import FabricQueryParams
-from rackgate.checks.fabric_sm import SM_SCRIPT, fabric_sm_command, judge_fabric_sm
+from rackgate.checks.fabric.query import FabricQueryParams
+from rackgate.checks.fabric.sm import SM_SCRIPT, fabric_sm_command, judge_fabric_sm
 from rackgate.fabric.findings import node_results
 from rackgate.fabric.plan import FabricPlan, load_plan, plan_from_document
 from rackgate.parsers import ParseError

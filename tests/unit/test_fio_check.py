@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rackgate.checks.base import CommandError
-from rackgate.checks.fio import SeqReadParams, judge_seq_read, seq_read_command
+from rackgate.checks.shared.base import CommandError
+from rackgate.checks.storage.fio import SeqReadParams, judge_seq_read, seq_read_command
 from rackgate.model import Status
 from rackgate.parsers.fio import parse_fio_json
 from rackgate.profile import Threshold
@@ -114,7 +114,7 @@ def test_parallel_fs_checks_skip_without_a_mount():
 
 
 def test_seq_write_and_checkpoint_judged_on_write_bandwidth(fixture_text):
-    from rackgate.checks.fio import judge_checkpoint, judge_seq_write
+    from rackgate.checks.storage.fio import judge_checkpoint, judge_seq_write
 
     for judge, name in ((judge_seq_write, "seq-write-healthy.json"),
                         (judge_checkpoint, "checkpoint-2jobs-fsync-healthy.json")):
@@ -127,7 +127,7 @@ def test_seq_write_and_checkpoint_judged_on_write_bandwidth(fixture_text):
 
 
 def test_rand_read_judged_on_iops_and_p99(fixture_text):
-    from rackgate.checks.fio import judge_rand_read
+    from rackgate.checks.storage.fio import judge_rand_read
 
     run = parse_fio_json(fixture_text("fio/rand-read-4k-qd32-healthy.json"))
     iops = Threshold(unit="IOPS", ref=10000, min_ratio=0.5, basis="a figure for the test")

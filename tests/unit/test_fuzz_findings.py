@@ -154,7 +154,7 @@ HANGS = [
      "topology/dcgm-diag-r2-v4-text-gpu3-memory-fail.txt", "| 4.2.3", "| 4.2"),
     ("rackgate.parsers.bonding:parse_bonding", "bonding", BOND, "system mac address: 0c",
      "system mac address: 0c"),
-    ("rackgate.parsers.iblinkinfo:parse_iblinkinfo_ports", "iblinkinfo", "healthy.txt",
+    ("rackgate.parsers.infiniband.iblinkinfo:parse_iblinkinfo_ports", "iblinkinfo", "healthy.txt",
      "53.125 Gbps", "53.125 Gbp"),
     ("rackgate.parsers.nvidia_smi:parse_nvidia_smi_text", "nvidia-smi text", "h100 2 gpus",
      "Driver Version", "Driver"),

@@ -7,7 +7,7 @@ fuzz_subjects).
 
 Bounded for CI: ``RACKGATE_FUZZ_EXAMPLES`` examples per parser (default 60, a few seconds in
 all). The large run, hundreds of thousands of mutants with counts: bench/fuzz_parsers.py
-(bench/README.md has its figures).
+(docs/performance.md has its figures).
 """
 
 from __future__ import annotations

@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rackgate.checks import load_profile
-from rackgate.checks.gpu import GpuHealthParams, gpu_applies, gpu_health_command, judge_gpu_health
+from rackgate.checks.gpu.health import (
+    GpuHealthParams,
+    gpu_applies,
+    gpu_health_command,
+    judge_gpu_health,
+)
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.nvidia_smi import (

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from rackgate.checks import load_profile
-from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
+from rackgate.checks.gpu.health import GpuHealthParams, judge_gpu_health
 from rackgate.model import Result, Status, node_verdict, rack_verdict
 from rackgate.parsers import ParseError
 from rackgate.parsers.nvidia_smi import GpuQuery, parse_nvidia_smi_xml

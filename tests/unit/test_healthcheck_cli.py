@@ -90,7 +90,7 @@ class FakeNode:
     def run(self, *extra: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}"}
         return subprocess.run(
-            [sys.executable, "-m", "rackgate.cli_healthcheck", "--config", str(self.config),
+            [sys.executable, "-m", "rackgate.programs.healthcheck", "--config", str(self.config),
              "--root", str(self.root), *extra],
             env=env, capture_output=True, text=True, timeout=60, check=False)
 
@@ -221,7 +221,7 @@ def test_sinfo_failure_on_a_healthy_node_exits_2(node):
 
 
 def test_the_subcommand_is_registered_in_rackgate():
-    from rackgate.cli import build_parser
+    from rackgate.cli.main import build_parser
 
     args = build_parser().parse_args(["healthcheck", "--config", "x.yaml", "--no-slurm"])
     assert args.config == "x.yaml" and args.no_slurm
@@ -229,9 +229,10 @@ def test_the_subcommand_is_registered_in_rackgate():
 
 def test_the_program_needs_only_the_standard_library_and_pyyaml():
     """The node's venv holds rackgate with --no-deps and sees only the OS's PyYAML."""
-    code = ("import sys, rackgate.cli_healthcheck; print(' '.join(sorted({m.split('.')[0] "
+    code = ("import sys, rackgate.programs.healthcheck; print(' '.join(sorted({m.split('.')[0] "
             "for m in sys.modules} - set(sys.stdlib_module_names) - {'__main__'})))")
-    before = subprocess.run([sys.executable, "-c", code.replace(", rackgate.cli_healthcheck", "")],
+    bare = code.replace(", rackgate.programs.healthcheck", "")
+    before = subprocess.run([sys.executable, "-c", bare],
                             capture_output=True, text=True, check=True).stdout.split()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # PyYAML's C loader brings Cython's runtime modules (_cython_*, cython_runtime)

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks.base import CommandError
-from rackgate.checks.infiniband import (
+from rackgate.checks.fabric.ports import (
     LosslessParams,
     PortsParams,
     applies_lossless,
@@ -22,15 +21,16 @@ from rackgate.checks.infiniband import (
     judge_ports,
     lossless_command,
 )
+from rackgate.checks.shared.base import CommandError
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.dcb import parse_dcb_sections
-from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
 from rackgate.parsers.infiniband import (
     ibstat_from_devinfo,
     parse_ibstat,
     parse_ibv_devinfo,
 )
+from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
 from rackgate.profile import Hardware, NicSpec
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "infiniband"

@@ -46,8 +46,8 @@ def test_ansible_inventory_is_on_path():
 
 
 def test_profile_overrides_from_several_variables_are_merged():
+    from rackgate.refusal import Refusal
     from rackgate.selection import host_overrides
-    from rackgate.store.manifest import RunError
 
     hv = {"rackgate_profile_overrides": {"checks": {"fio.seq_read": {"enabled": False}}},
           "rackgate_profile_overrides_bmc": {"checks": {"redundancy.psu_ipmi": {
@@ -56,5 +56,5 @@ def test_profile_overrides_from_several_variables_are_merged():
     assert host_overrides(hv) == {"checks": {"fio.seq_read": {"enabled": False},
                                              "redundancy.psu_ipmi": {"enabled": False}}}
     assert host_overrides({}) == {}
-    with pytest.raises(RunError, match="rackgate_profile_overrides_x must be a mapping"):
+    with pytest.raises(Refusal, match="rackgate_profile_overrides_x must be a mapping"):
         host_overrides({"rackgate_profile_overrides_x": [1]})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Status
+from rackgate.placement.evidence import judge_evidence
 from rackgate.store.evidence import Evidence
 
 CHECK = REGISTRY["fio.seq_read"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rackgate.collect.launch import Launch, LaunchError, hostfile, mpirun_argv, srun_argv
+from rackgate.commands.launch import Launch, LaunchError, hostfile, mpirun_argv, srun_argv
 
 
 def launch(**kw: object) -> Launch:

@@ -6,14 +6,13 @@ functions (a lazy import is still a dependency)."""
 from __future__ import annotations
 
 import ast
-import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "validators" / "rackgate"
-MAX_LINES = 400
 
 
 def _module_name(path: Path) -> str:
@@ -78,7 +77,7 @@ def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read_from_the_whole_package():
     assert len(MODULES) > 60 and "rackgate.placement" in MODULES
-    assert "rackgate.checks.base" in GRAPH["rackgate.checks.fio"]
+    assert "rackgate.checks.shared.base" in GRAPH["rackgate.checks.storage.fio"]
 
 
 def test_no_import_cycle():
@@ -89,77 +88,126 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
 
 
-def _depends(module: str) -> set[str]:
-    """Everything ``module`` imports, directly or not."""
-    seen: set[str] = set()
-    todo = list(GRAPH[module])
-    while todo:
-        m = todo.pop()
-        if m not in seen:
-            seen.add(m)
-            todo += GRAPH[m]
-    return seen
+# The stages, lowest first. A module imports only modules of its own stage or of the stages
+# before it (docs/architecture.md). A module belongs to the stage of its longest prefix
+# below; the scheduler's pure commands and decisions sit with the commands, its actions
+# (which run collections and drains) with the run.
+STAGES: list[tuple[str, list[str]]] = [
+    ("foundation", ["rackgate", "rackgate.figures", "rackgate.documents", "rackgate.model",
+                    "rackgate.refusal", "rackgate.environment"]),
+    ("parsers", ["rackgate.parsers"]),
+    ("domain", ["rackgate.thresholds", "rackgate.hardware", "rackgate.profile",
+                "rackgate.inventory", "rackgate.fabric", "rackgate.store", "rackgate.exposition",
+                "rackgate.programs", "rackgate.demo"]),
+    ("commands", ["rackgate.commands", "rackgate.scheduler.slurm",
+                  "rackgate.scheduler.kubernetes", "rackgate.scheduler.drain",
+                  "rackgate.scheduler.stale"]),
+    ("checks", ["rackgate.checks"]),
+    ("placement", ["rackgate.placement"]),
+    ("collect, judge", ["rackgate.collect", "rackgate.judge", "rackgate.selection",
+                        "rackgate.overrides", "rackgate.reports", "rackgate.health"]),
+    ("run", ["rackgate.run", "rackgate.rejudge", "rackgate.verify", "rackgate.baseline",
+             "rackgate.baseline_input", "rackgate.baseline_sample", "rackgate.scheduler",
+             "rackgate.scheduler.apply", "rackgate.scheduler.session",
+             "rackgate.scheduler.retest"]),
+    ("cli", ["rackgate.cli", "rackgate.__main__", "rackgate.programs.healthcheck"]),
+]
+# Within the stage "collect, judge" the parts are siblings: none imports another (collection
+# never judges; judging never collects; reports never re-judge).
+SIBLINGS = "collect, judge"
 
 
-def _under(prefix: str) -> list[str]:
-    return [m for m in MODULES if m == prefix or m.startswith(prefix + ".")]
+def _stage(module: str) -> tuple[int, str]:
+    """(stage index, the prefix that placed it) of ``module``."""
+    best = max(((i, p) for i, (_, prefixes) in enumerate(STAGES) for p in prefixes
+                if module == p or module.startswith(p + ".")), key=lambda ip: len(ip[1]),
+               default=None)
+    if best is None:
+        raise AssertionError(f"module {module} is in no stage of STAGES")
+    return best
 
 
-# stage -> what it must never import (directly or through others)
-RULES = {
-    "rackgate.parsers": ["rackgate.checks", "rackgate.collect", "rackgate.judge",
-                         "rackgate.store", "rackgate.reports", "rackgate.run", "rackgate.cli",
-                         "rackgate.profile", "rackgate.placement"],
-    "rackgate.profile": ["rackgate.checks", "rackgate.collect", "rackgate.judge",
-                         "rackgate.run", "rackgate.cli"],
-    "rackgate.checks": ["rackgate.collect.ansible", "rackgate.collect.plan",
-                        "rackgate.collect.processes", "rackgate.judge", "rackgate.store",
-                        "rackgate.reports", "rackgate.run", "rackgate.cli",
-                        "rackgate.placement"],
-    "rackgate.judge": ["rackgate.collect.ansible", "rackgate.collect.plan",
-                       "rackgate.collect.processes", "rackgate.reports", "rackgate.run",
-                       "rackgate.cli", "rackgate.demo"],
-    "rackgate.store": ["rackgate.collect", "rackgate.judge", "rackgate.reports",
-                       "rackgate.run", "rackgate.cli", "rackgate.placement"],
-    "rackgate.reports": ["rackgate.collect", "rackgate.placement", "rackgate.judge.run",
-                         "rackgate.judge.rack", "rackgate.run", "rackgate.cli"],
-    # drain's decisions and commands are pure; only scheduler.apply runs them
-    **{f"rackgate.scheduler.{m}": ["rackgate.collect.ansible", "rackgate.collect.processes",
-                                   "rackgate.store", "rackgate.judge", "rackgate.reports",
-                                   "rackgate.run", "rackgate.cli", "rackgate.placement"]
-       for m in ("drain", "slurm", "kubernetes")},
-    "rackgate.programs": ["rackgate.collect", "rackgate.judge", "rackgate.store",
-                          "rackgate.reports", "rackgate.run", "rackgate.cli",
-                          "rackgate.placement"],
-}
+def _back_imports(graph: dict[str, list[str]]) -> list[str]:
+    """Every import that runs back up the stages, or across siblings."""
+    out = []
+    for module, deps in sorted(graph.items()):
+        (here, part) = _stage(module)
+        for dep in deps:
+            (there, dep_part) = _stage(dep)
+            if there > here:
+                out.append(f"{module} ({STAGES[here][0]}) -> {dep} ({STAGES[there][0]})")
+            elif there == here and STAGES[here][0] == SIBLINGS and part != dep_part:
+                out.append(f"{module} -> {dep} (siblings in {SIBLINGS})")
+    return out
 
 
-@pytest.mark.parametrize("stage", sorted(RULES))
-def test_dependency_rules(stage):
-    broken = []
-    for module in _under(stage):
-        for dep in sorted(_depends(module)):
-            if any(dep == f or dep.startswith(f + ".") for f in RULES[stage]):
-                broken.append(f"{module} -> {dep}")
-    assert broken == [], broken
+def test_every_module_is_in_a_stage():
+    assert all(_stage(m) for m in MODULES)  # _stage names a module in no stage
 
 
-def test_no_module_is_over_400_lines():
-    long = {name: n for name, path in MODULES.items()
-            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert long == {}
+def test_imports_run_one_way_through_the_stages():
+    back = _back_imports(GRAPH)
+    print("\n".join(back) or "no import runs back up the stages")
+    assert back == []
 
 
-def test_only_the_placements_ask_where_a_check_runs():
-    asking = re.compile(r"runs_on\s*(==|!=|in\b)|\.runs_on\b")
-    where = [f"{name}:{i}" for name, path in MODULES.items() if name != "rackgate.placement"
-             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             if asking.search(line)]
-    assert where == []
+def test_the_stage_test_finds_an_import_back_up():
+    graph = {"rackgate.checks.mpi": ["rackgate.collect.ansible"],
+             "rackgate.collect.ansible": ["rackgate.judge.stored"],
+             "rackgate.collect.phases": ["rackgate.checks.shared.base"]}
+    assert _back_imports(graph) == [
+        "rackgate.checks.mpi (checks) -> rackgate.collect.ansible (collect, judge)",
+        "rackgate.collect.ansible -> rackgate.judge.stored (siblings in collect, judge)"]
 
 
-def test_every_check_declares_a_scope_its_placement_gives():
+# The cap serves the reader: a module grows past WARN_LINES only when splitting it would
+# scatter one idea (it is listed, as a warning); past MAX_LINES it must be split.
+WARN_LINES = 400
+MAX_LINES = 600
+
+
+def _lengths() -> dict[str, int]:
+    return {name: len(path.read_text(encoding="utf-8").splitlines())
+            for name, path in MODULES.items()}
+
+
+def test_no_module_is_over_600_lines():
+    lengths = _lengths()
+    long = {name: n for name, n in lengths.items() if n > WARN_LINES}
+    for name, n in sorted(long.items(), key=lambda kv: -kv[1]):
+        warnings.warn(f"{name} has {n} lines (over {WARN_LINES}: read it as one idea, or "
+                      f"split it)", stacklevel=1)
+    assert {name: n for name, n in long.items() if n > MAX_LINES} == {}
+
+
+def test_every_check_is_one_kind_and_its_kind_places_it():
     from rackgate.checks import REGISTRY
+    from rackgate.checks.shared.base import AcrossCheck, ControlCheck, FabricCheck, NodeCheck
     from rackgate.placement import placement_of
 
-    assert {c.name: placement_of(c).name for c in REGISTRY.values()}  # none raises
+    kinds = {NodeCheck: "node", ControlCheck: "control", AcrossCheck: "launcher",
+             FabricCheck: "fabric"}
+    assert {c.name: placement_of(c).name for c in REGISTRY.values()} == {
+        c.name: kinds[type(c)] for c in REGISTRY.values()}
+    assert set(map(type, REGISTRY.values())) == set(kinds)  # every kind is used
+
+
+def test_a_check_is_declared_as_a_kind_with_a_scope_it_can_give():
+    from rackgate.checks.shared.base import Check, NodeCheck, Params, Scope
+
+    fields = dict(name="x.y", tags=frozenset(), description="d", params_model=Params,
+                  metrics=frozenset(), command=lambda p, hv: ["true"], parse=str)
+    with pytest.raises(TypeError, match="declare it as one of the kinds"):
+        Check(**fields)
+    with pytest.raises(ValueError, match="a NodeCheck cannot have scope rack"):
+        NodeCheck(**fields, scope=Scope.RACK, judge=lambda *a: None)
+
+
+def test_the_architecture_names_every_package():
+    """docs/architecture.md names every package as its path with a trailing slash
+    (`checks/fabric/`), so a reader finds each in it."""
+    text = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    packages = sorted(str(p.parent.relative_to(PACKAGE)) + "/"
+                      for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE)
+    assert len(packages) > 20 and "checks/fabric/" in packages
+    assert [p for p in packages if f"`{p}`" not in text] == []

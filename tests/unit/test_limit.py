@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.inventory import InventoryError, limit_hosts, load_inventory
+from rackgate.refusal import Refusal
 from rackgate.selection import select_hosts
-from rackgate.store.manifest import RunError
 
 BIN = str(Path(sys.executable).parent)
 VAULT_PASSWORD = "rg13-limit-vault"
@@ -67,21 +67,21 @@ def test_retry_file_names_one_host_per_line(inv: Path, tmp_path: Path,
     monkeypatch.chdir(tmp_path)  # relative to the working directory, as for Ansible
     assert select_hosts(load_inventory([str(inv)]), "compute", "@site.retry,dgx001") == [
         "dgx001", "dgx002", "dgx004"]
-    with pytest.raises(RunError, match=r"--limit '@nope.retry': nope.retry is not a file"):
+    with pytest.raises(Refusal, match=r"--limit '@nope.retry': nope.retry is not a file"):
         select_hosts(load_inventory([str(inv)]), "compute", "@nope.retry")
 
 
 def test_no_match_names_the_group_the_limit_and_what_it_matched_outside(inv: Path) -> None:
     loaded = load_inventory([str(inv)])
-    with pytest.raises(RunError, match=r"no host of group 'compute' matches --limit "
+    with pytest.raises(Refusal, match=r"no host of group 'compute' matches --limit "
                                        r"'other9' \(it selects other9, outside the group\)"):
         select_hosts(loaded, "compute", "other9")
-    with pytest.raises(RunError, match=r"no host of group 'compute' matches --limit "
+    with pytest.raises(Refusal, match=r"no host of group 'compute' matches --limit "
                                        r"'dgx9\*' \(it selects no host of inventory "):
         select_hosts(loaded, "compute", "dgx9*")
-    with pytest.raises(RunError, match=r"--limit ' , ' names no host pattern"):
+    with pytest.raises(Refusal, match=r"--limit ' , ' names no host pattern"):
         select_hosts(loaded, "compute", " , ")
-    with pytest.raises(RunError, match=r"Ansible cannot resolve --limit '~\(bad': "
+    with pytest.raises(Refusal, match=r"Ansible cannot resolve --limit '~\(bad': "
                                        r"Invalid host list pattern"):
         select_hosts(loaded, "compute", "~(bad")
     with pytest.raises(InventoryError, match="no group 'gpu'"):

@@ -13,7 +13,7 @@ from stored_runs import write_run
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.placement import NO_LAUNCH_HOST

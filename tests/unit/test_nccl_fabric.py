@@ -8,14 +8,14 @@ import pytest
 from pydantic import ValidationError
 
 from rackgate.checks import load_profile
-from rackgate.checks.base import CommandError
-from rackgate.checks.nccl_fabric import (
+from rackgate.checks.nccl.fabric import (
     NcclFabricParams,
     fabric_command,
     judge_fabric,
     parse_fabric,
 )
-from rackgate.collect.launch import Across
+from rackgate.checks.shared.base import CommandError
+from rackgate.commands.launch import Across
 from rackgate.parsers import ParseError
 from rackgate.profile import Threshold
 from rackgate.programs.probes import source
@@ -118,7 +118,7 @@ def test_skipped_without_gpus_or_fabric() -> None:
 
 def test_an_error_column_beyond_nccl_tests_bound_fails_the_fabric_job() -> None:
     """nccl-tests < 2.13 print the largest deviation ('error') where '#wrong' is now: across
-    nodes it is judged as on one node (checks.nccl.deviations), not left to the summary."""
+    nodes it is judged as on one node (checks.nccl.local.deviations), not left to the summary."""
     from dataclasses import replace
 
     run = parse_fabric(body("allreduce-2node-srun-label.txt"))

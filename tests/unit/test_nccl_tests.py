@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.checks.base import CommandError
-from rackgate.checks.nccl import (
+from rackgate.checks.nccl.local import (
     NcclParams,
     all_reduce_command,
     judge_nccl,
@@ -21,6 +20,7 @@ from rackgate.checks.nccl import (
 )
 from rackgate.checks.peers import NAME as PEERS
 from rackgate.checks.peers import PeerParams, flag_peer_outliers
+from rackgate.checks.shared.base import CommandError
 from rackgate.model import Result, Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import NcclTestsRun, parse_nccl_tests
@@ -304,7 +304,7 @@ def test_per_rail_is_refused_at_node_scope_and_given_to_the_multinode_runner():
 
 
 def test_checks_skip_on_the_demo_profile_with_a_reason():
-    from rackgate.judge.evidence import not_applicable
+    from rackgate.placement.evidence import not_applicable
     demo = load_profile("demo")
     for name in ("nccl.all_reduce", "nccl.all_gather", "nccl.reduce_scatter", "nccl.alltoall",
                  "nccl.sendrecv"):

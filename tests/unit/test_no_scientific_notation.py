@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.checks.base import compare, judged_against_the_plan
-from rackgate.checks.pairs import judge_pairwise
 from rackgate.checks.peers import NAME as PEERS
 from rackgate.checks.peers import PeerParams, flag_peer_outliers
+from rackgate.checks.shared.base import JudgedCheck, compare
+from rackgate.checks.shared.pairs import judge_pairwise
 from rackgate.model import Result, Status
 from rackgate.profile import Threshold, available_profiles
 
@@ -48,7 +48,7 @@ def test_no_judge_message_of_the_shipped_fixtures_is_in_scientific_notation():
     judged: set[str] = set()
     found = []
     for check in REGISTRY.values():
-        if check.judge is judged_against_the_plan:
+        if not isinstance(check, JudgedCheck):  # judged against the fabric plan
             continue
         for path, text in outputs:
             try:

@@ -24,9 +24,9 @@ import pytest
 
 from rackgate.collect.bundle import ERRORS, RECORDS, Bundle, on_host, slurm_job
 from rackgate.collect.framing import decode
-from rackgate.collect.record import BUNDLE_TASK, FETCH_TASK, Recorder
+from rackgate.collect.runner_events import BUNDLE_TASK, FETCH_TASK, Recorder
 from rackgate.collect.slurm_records import decode_job
-from rackgate.collect.task import Task
+from rackgate.commands.task import Task
 from rackgate.programs.probes.node_collector import frame
 from rackgate.store.evidence import EvidenceStore
 from rackgate.store.manifest import new_run_dir

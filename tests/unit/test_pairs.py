@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks.pairs import (
+from rackgate.checks.shared.pairs import (
     DEFAULT_MIN_RATIO,
     judge_pairwise,
     line_rate_threshold,

@@ -12,17 +12,17 @@ import pytest
 from stored_runs import write_run
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.checks.base import CommandError
-from rackgate.checks.pairs import round_robin
-from rackgate.checks.pairwise import (
+from rackgate.checks.fabric.pairwise import (
     PAIR_TASK,
     PairwiseParams,
     judge_nodes,
     pairwise_command,
     schedule_argv,
 )
-from rackgate.cli import main
-from rackgate.collect.launch import Across
+from rackgate.checks.shared.base import CommandError
+from rackgate.checks.shared.pairs import round_robin
+from rackgate.cli.main import main
+from rackgate.commands.launch import Across
 from rackgate.parsers import ParseError
 from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.reports.verify import verify_report

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.checks.base import SECRET_FILE
-from rackgate.collect.plan import plan
-from rackgate.collect.task import DEFAULT_LOCK_FILE, Task
+from rackgate.checks.shared.base import SECRET_FILE
+from rackgate.collect.schedule import plan
+from rackgate.commands.task import DEFAULT_LOCK_FILE, Task
 from rackgate.placement import NotRun, RunView, Skipped
 
 DEMO = load_profile("demo")

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from rackgate.checks import load_profile
-from rackgate.checks.base import SECRET_FILE
+from rackgate.checks.shared.base import SECRET_FILE
 from rackgate.collect.preflight import PLAN_NODE, PlanRefused, build, errors, judge, preflight
 from rackgate.collect.preflight_records import Answer, Preflight, Problem
 from rackgate.placement import NO_LAUNCH_VAR, RunView

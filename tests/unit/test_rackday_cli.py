@@ -1,7 +1,7 @@
 """Issue 30 (a rack day as a person walks it), items 10 to 13: the plan shows the plan, the
 diff reads an improvement as one, history lists runs with their verdicts, verify takes a
 run directory, and every help page has a description, examples and exit codes. Through the
-CLI (``rackgate.cli.main``) and stored runs as validate writes them."""
+CLI (``rackgate.cli.main.main``) and stored runs as validate writes them."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import pytest
 import yaml
 from stored_runs import write_run
 
-from rackgate import cli_healthcheck
 from rackgate.checks import RACK_REGISTRY, REGISTRY, load_profile
-from rackgate.cli import build_parser, main
+from rackgate.cli.main import build_parser, main
 from rackgate.model import Result, Status, node_verdict, rack_verdict
+from rackgate.programs import healthcheck as cli_healthcheck
 from rackgate.reports import report_document
 from rackgate.run import judge_run
 

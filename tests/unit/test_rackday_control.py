@@ -30,9 +30,9 @@ import yaml
 
 from conftest import demo_profile_file
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.cli import main
-from rackgate.judge.evidence import judge_evidence
+from rackgate.cli.main import main
 from rackgate.model import Status
+from rackgate.placement.evidence import judge_evidence
 from rackgate.store.evidence import Evidence
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,10 +35,10 @@ from test_healthcheck_cli import FakeNode
 
 import rackgate
 from rackgate.baseline import baseline
-from rackgate.cli import main
-from rackgate.cli_baseline import _summary
+from rackgate.cli.baseline import _summary
+from rackgate.cli.main import main
 from rackgate.collect.ansible import collect
-from rackgate.collect.task import Task
+from rackgate.commands.task import Task
 from rackgate.overrides import load_profile_or_fail, profile_record
 from rackgate.run import judge_run
 from rackgate.store.evidence import EvidenceStore
@@ -194,7 +194,7 @@ def healthcheck_stub(tmp_path: Path, tools: Path) -> Path:
     return node_venv(tmp_path, f"import os, sys\nsys.path.insert(0, {str(SRC)!r})"
                                f"\nos.environ['PATH'] = {str(tools)!r} + ':' + "
                                "os.environ['PATH']\n"
-                               "from rackgate.cli_healthcheck import main\n"
+                               "from rackgate.programs.healthcheck import main\n"
                                "sys.exit(main())\n")
 
 
@@ -275,7 +275,7 @@ def test_rackday_6_control_no_slurm_and_help_never_read_slurm(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The entry point's own argument handling (a control: it held on main too)."""
-    from rackgate import cli_healthcheck
+    from rackgate.programs import healthcheck as cli_healthcheck
 
     def no(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("SLURM was read")

@@ -16,7 +16,7 @@ from stored_runs import write_run
 from test_cooling_exporter import DirFetcher
 
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.inventory import parse_inventory_json
 from rackgate.model import Result, Status, node_verdict, rack_verdict
 from rackgate.programs import redfish as collector

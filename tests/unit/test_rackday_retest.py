@@ -23,7 +23,7 @@ from fake_schedulers import FakeSlurm
 from stored_runs import write_run
 
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.store.history import default_history_path, open_history, record_report
 
 ROOT = Path(__file__).resolve().parents[2]

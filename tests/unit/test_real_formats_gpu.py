@@ -23,8 +23,8 @@ from degrade_helpers import BAD, degraded, outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
-from rackgate.checks.topology import DcgmDiagParams, NvLinkParams, judge_dcgm, judge_nvlink
+from rackgate.checks.gpu.health import GpuHealthParams, judge_gpu_health
+from rackgate.checks.gpu.topology import DcgmDiagParams, NvLinkParams, judge_dcgm, judge_nvlink
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.dcgm import parse_dcgm_diag

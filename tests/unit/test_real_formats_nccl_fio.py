@@ -28,8 +28,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackgate.checks import load_profile
-from rackgate.checks.fio import judge_rand_read
-from rackgate.checks.nccl import NcclParams, judge_nccl
+from rackgate.checks.nccl.local import NcclParams, judge_nccl
+from rackgate.checks.storage.fio import judge_rand_read
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.fio import parse_fio_json
@@ -350,8 +350,8 @@ def test_a_launch_error_in_the_evidence_is_reported_as_a_launch_error_not_as_dam
     """Judging the stored evidence: the result says the launcher stopped the job, with its
     words, not that the evidence is unparseable."""
     from rackgate.checks import REGISTRY
-    from rackgate.collect.task import Task, wrapped
-    from rackgate.judge.evidence import judge_evidence
+    from rackgate.commands.task import Task, wrapped
+    from rackgate.placement.evidence import judge_evidence
     from rackgate.store.evidence import Evidence
 
     ev = Evidence(host="gpu-a07", check="nccl.all_reduce",

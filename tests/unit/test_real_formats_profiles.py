@@ -23,9 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackgate.checks import load_profile
-from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
-from rackgate.checks.nic_pcie import NicPcieParams, judge_nic_pcie
-from rackgate.checks.topology import AffinityParams, judge_affinity
+from rackgate.checks.fabric.nic_pcie import NicPcieParams, judge_nic_pcie
+from rackgate.checks.gpu.health import GpuHealthParams, judge_gpu_health
+from rackgate.checks.gpu.topology import AffinityParams, judge_affinity
 from rackgate.hardware import GpuSpec, Hardware, NicSpec, PcieLink
 from rackgate.model import Status
 from rackgate.parsers import ParseError

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks.base import SECRET_FILE, CommandError
 from rackgate.checks.redundancy import (
     BondingParams,
     MultipathParams,
@@ -20,6 +19,7 @@ from rackgate.checks.redundancy import (
     judge_psu_ipmi,
     psu_ipmi_command,
 )
+from rackgate.checks.shared.base import SECRET_FILE, CommandError
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.bonding import parse_bonding

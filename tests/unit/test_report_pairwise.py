@@ -7,7 +7,12 @@ import re
 from html.parser import HTMLParser
 
 from rackgate.checks import load_profile
-from rackgate.checks.pairs import judge_pairwise, line_rate_threshold, node_results, round_robin
+from rackgate.checks.shared.pairs import (
+    judge_pairwise,
+    line_rate_threshold,
+    node_results,
+    round_robin,
+)
 from rackgate.model import Result, Status, node_verdict, rack_verdict
 from rackgate.profile import Hardware, NicSpec
 from rackgate.reports import report_document

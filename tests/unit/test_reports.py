@@ -91,7 +91,7 @@ def test_report_is_verified_against_its_evidence(tmp_path, fixture_text):
 
 
 def test_every_judgement_is_recorded_in_the_history(tmp_path, fixture_text):
-    from rackgate.cli import main
+    from rackgate.cli.main import main
     from rackgate.store.history import default_history_path, node_history, open_history
 
     healthy = fixture_text("fio/seq-read-healthy.json")
@@ -147,7 +147,7 @@ def test_rejudging_with_other_benchmark_parameters_is_an_error(tmp_path, fixture
 
 
 def test_parallel_judging_gives_the_same_results_as_serial(tmp_path, fixture_text, monkeypatch):
-    import rackgate.judge.run as runner
+    import rackgate.judge.stored as runner
 
     healthy = fixture_text("fio/seq-read-healthy.json")
     hosts = [(f"n{i:02d}", f"rack r1 u {i}", {}, healthy if i % 3 else healthy[:100])
@@ -178,7 +178,7 @@ def test_a_history_that_cannot_be_written_never_loses_the_reports(tmp_path, fixt
                                                                    capsys):
     """The history is written after the reports; when it fails, the outcome says why, the
     CLI warns, and the exit code still follows the verdict."""
-    from rackgate.cli import main
+    from rackgate.cli.main import main
     from rackgate.store.history import default_history_path
 
     healthy = fixture_text("fio/seq-read-healthy.json")
@@ -207,7 +207,7 @@ def console_rows(stdout):
 
 def test_the_console_lists_only_the_problems_worst_first_with_counts(tmp_path, fixture_text,
                                                                     capsys):
-    from rackgate.cli import main
+    from rackgate.cli.main import main
 
     healthy = fixture_text("fio/seq-read-healthy.json")
     impossible = {"checks": {"fio.seq_read": {"thresholds": {"read_bw": {"ref": 1e9}}}}}
@@ -232,7 +232,7 @@ def test_the_console_lists_only_the_problems_worst_first_with_counts(tmp_path, f
 
 
 def test_a_healthy_rack_prints_its_counts_and_no_empty_table(tmp_path, fixture_text, capsys):
-    from rackgate.cli import main
+    from rackgate.cli.main import main
 
     healthy = fixture_text("fio/seq-read-healthy.json")
     run = stored_run(tmp_path, fixture_text, [("n1", "", {}, healthy), ("n2", "", {}, healthy)])
@@ -245,7 +245,7 @@ def test_a_healthy_rack_prints_its_counts_and_no_empty_table(tmp_path, fixture_t
 
 
 def test_history_prints_figures_with_separators(tmp_path, fixture_text, capsys):
-    from rackgate.cli import main
+    from rackgate.cli.main import main
 
     run = stored_run(tmp_path, fixture_text,
                      [("n1", "", {}, fixture_text("fio/seq-read-healthy.json"))])

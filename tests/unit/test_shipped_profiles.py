@@ -12,7 +12,7 @@ import re
 import pytest
 
 from rackgate.checks import load_profile
-from rackgate.checks.fio import SeqReadParams
+from rackgate.checks.storage.fio import SeqReadParams
 from rackgate.profile import Profile, Threshold, available_profiles
 
 HARDWARE_PROFILES = ("dgx-h100", "dgx-a100", "hgx-h200")

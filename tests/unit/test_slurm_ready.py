@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rackgate.collect.launch import when_slurm_ready
+from rackgate.commands.launch import when_slurm_ready
 from rackgate.programs.probes.slurm_ready import node_states, not_ready
 
 
@@ -92,7 +92,7 @@ def test_a_node_in_two_partitions_counts_once() -> None:
 
 
 def test_node_names_are_plain_host_names() -> None:
-    from rackgate.collect.launch import LaunchError
+    from rackgate.commands.launch import LaunchError
 
     with pytest.raises(LaunchError, match="not a plain host name"):
         when_slurm_ready(("n1", "n2;reboot"), ["srun", "x"])

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from rackgate.collect.bundle import RECORDS, on_host
 from rackgate.collect.framing import decode
-from rackgate.collect.launch import when_slurm_ready
 from rackgate.collect.slurm_records import decode_job
-from rackgate.collect.task import Task
+from rackgate.commands.launch import when_slurm_ready
+from rackgate.commands.task import Task
 from rackgate.programs.probes.node_collector import frame
 
 DOC = {"argv": ["true"], "rc": 0, "start": "s", "end": "e", "stdout": "ok", "stderr": ""}

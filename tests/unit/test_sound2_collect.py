@@ -30,7 +30,8 @@ import yaml
 from slurm_stub import install, on_path
 
 from rackgate.collect.ansible import collect
-from rackgate.collect.task import Stop, Task
+from rackgate.collect.stop import Stop
+from rackgate.commands.task import Task
 from rackgate.programs.probes.node_collector import frame
 from rackgate.store.evidence import EvidenceStore
 from rackgate.store.manifest import new_run_dir

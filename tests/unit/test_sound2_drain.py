@@ -22,9 +22,9 @@ from fake_schedulers import FakeKubernetes, FakeSlurm
 from stored_runs import write_run
 from test_healthcheck_cli import FakeNode, body
 
-from rackgate import cli_healthcheck
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
+from rackgate.programs import healthcheck as cli_healthcheck
 
 ROOT = Path(__file__).resolve().parents[2]
 A, B = "20261101T000000Z-demo", "20261202T031500Z-demo"

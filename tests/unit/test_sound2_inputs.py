@@ -2,7 +2,7 @@
 test_sound2_<finding>_<what>; each failed on the code before the fix (a traceback, a hang
 cut by the subprocess's timeout, a wrong exit code) and passes now.
 
-The commands run as the real command line (``rackgate.cli.main`` in a subprocess that
+The commands run as the real command line (``rackgate.cli.main.main`` in a subprocess that
 imports the same rackgate as this test), each bounded by a timeout, against a stored run
 written the way the collector writes it (``stored_runs.write_run``, the project's fio
 fixture) and judged once per module.
@@ -47,7 +47,7 @@ CLI_TIMEOUT_S = 20.0  # a refused document takes about a second; the hangs never
 def rackgate_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``rackgate ARGS`` in a subprocess importing this test's rackgate; a hang fails the
     test when CLI_TIMEOUT_S has passed (pytest reports the TimeoutExpired)."""
-    code = "import sys; from rackgate.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from rackgate.cli.main import main; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT, "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False)
@@ -211,7 +211,7 @@ SPIN_SCRIPT = """
 import dataclasses, json, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-import rackgate.judge.run
+import rackgate.judge.stored
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from stored_runs import write_run
 from rackgate.run import judge_run
@@ -221,7 +221,7 @@ try:
 except ImportError:
     pass
 if sys.argv[3] == "forked":
-    rackgate.judge.run.PARALLEL_MIN_RESULTS = 1
+    rackgate.judge.stored.PARALLEL_MIN_RESULTS = 1
 fio, mpi = REGISTRY["fio.seq_read"], REGISTRY["mpi.allreduce"]
 def spin(record, params, thresholds, hardware):
     until = time.monotonic() + 180  # far past the test's patience: an orphan ends too
@@ -253,7 +253,7 @@ print(json.dumps({f"{n.node} {r.check}": [r.status.label, r.message]
 @pytest.mark.parametrize("loop", ["serial", "forked"])
 def test_sound2_8_a_runaway_judgement_is_an_error_for_its_node_and_check_alone(tmp_path,
                                                                                loop):
-    """Serial: the judge's own process; forked: judge.run's worker processes."""
+    """Serial: the judge's own process; forked: judge.stored's worker processes."""
     env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT}
     proc = subprocess.Popen([sys.executable, "-c", SPIN_SCRIPT, str(Path(__file__).parent),
                              str(tmp_path / "run"), loop, str(FIO)], env=env,

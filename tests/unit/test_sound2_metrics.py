@@ -21,8 +21,8 @@ import pytest
 from test_export_metrics import judged_fio_run, promtool_check, report, status_doc
 from test_healthcheck_cli import FakeNode
 
-from rackgate import cli_healthcheck
-from rackgate.cli import main
+from rackgate.cli.main import main
+from rackgate.programs import healthcheck as cli_healthcheck
 
 PREVIOUS = "# the previous run's file\n"
 

@@ -25,7 +25,7 @@ from stored_runs import write_run
 
 from rackgate.baseline import BaselineError, baseline
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 
 SEQ_READ_BYTES, SEQ_READ_BW = "3628072960", "1208954668"  # fio/seq-read-healthy.json
 P99_NS = '"99.000000" : 5406720'  # fio/rand-read-4k-qd32-healthy.json's p99, 5.4 ms

@@ -23,11 +23,11 @@ from stored_runs import write_run
 from test_baseline import demo_with, seq_read
 
 from rackgate.checks import load_profile
-from rackgate.cli import main
+from rackgate.cli.main import main
 from rackgate.profile import Profile
 from rackgate.run import judge_run
 from rackgate.store.evidence import EvidenceStore
-from rackgate.store.manifest import add_revision
+from rackgate.store.manifest import read_manifest, write_manifest
 
 RUN = "20261202T031500Z-demo"
 STRAY_CHECK = "run.evidence"  # rackgate.judge.strays.STRAY_CHECK (not on main: no import)
@@ -199,9 +199,9 @@ def test_a_retested_run_verifies_and_its_superseded_report_does_not(tmp_path, fi
     run = stored(tmp_path, fixture_text, {"n1": 1.0, "n2": 0.01})
     old = tmp_path / "rev1"
     shutil.copytree(run, old / RUN)
-    manifest = json.loads((run / "manifest.json").read_text())
-    add_revision(manifest, "retest", nodes=["n2"], checks=["fio.seq_read"], via="ansible")
-    (run / "manifest.json").write_text(json.dumps(manifest))
+    manifest = read_manifest(run)
+    manifest.add_revision("retest", nodes=["n2"], checks=["fio.seq_read"], via="ansible")
+    write_manifest(run, manifest)
     EvidenceStore(run).write("n2", "fio.seq_read", seq_read(fixture_text, 1.0), argv=("fio",),
                              outcome="completed", rc=0, started=None, ended=None,
                              duration_s=1.0, stderr="", message="")

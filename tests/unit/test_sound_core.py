@@ -19,8 +19,8 @@ import yaml
 from stored_runs import strict_json, write_run
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
-from rackgate.checks.base import compare
-from rackgate.cli import main
+from rackgate.checks.shared.base import compare
+from rackgate.cli.main import main
 from rackgate.model import Judgement, Result, Status, Verdict, node_verdict
 from rackgate.profile import ProfileError, Threshold
 from rackgate.reports.verify import verify_report
@@ -138,7 +138,7 @@ def test_sound_4_non_finite_or_impossible_figures_are_errors(value: float) -> No
 
 
 def test_sound_4_a_ceiling_admits_nvls_and_nothing_beyond() -> None:
-    from rackgate.checks.base import implausible
+    from rackgate.checks.shared.base import implausible
 
     # NVLink SHARP: 8-GPU all_reduce busbw ~480 GB/s is real on a 450 GB/s line rate
     assert compare(480.0, NVLS, "busbw").status is Status.PASS
@@ -164,7 +164,7 @@ def test_sound_4_a_judge_that_lets_nan_through_cannot_pass_and_report_json_stays
     assert res.status is Status.ERROR and "not a finite number" in res.message
     doc = strict_json(outcome.report_json.read_text())
     assert doc["verdict"] == "REJECT"
-    from rackgate.judge.evidence import finite
+    from rackgate.placement.evidence import finite
 
     assert finite(Result("n", "c", Status.PASS, "ok", percent_of_limit=float("nan"))
                   ).status is Status.ERROR

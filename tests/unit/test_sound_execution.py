@@ -33,11 +33,12 @@ import yaml
 from conftest import demo_profile_file, ipmi_sim
 from rackgate.checks import load_profile
 from rackgate.collect.ansible import collect
-from rackgate.collect.task import Task
+from rackgate.commands.task import Task
 from rackgate.demo.bmc import redfish_handler
+from rackgate.refusal import Refusal
 from rackgate.run import resume, validate
 from rackgate.store.evidence import EvidenceStore
-from rackgate.store.manifest import RunError, new_run_dir
+from rackgate.store.manifest import new_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 MOCKUP = ROOT / "tests" / "fixtures" / "redfish" / "healthy"
@@ -310,7 +311,7 @@ def test_sound_8_argv_is_never_templated_and_evidence_records_what_ran(tmp_path:
 
 
 def _cli(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "rackgate.cli", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "rackgate.cli.main", *args], cwd=ROOT,
                             env=_env(), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, **kwargs)
 
@@ -419,7 +420,7 @@ def test_sound_11_node_lock_ends_a_holder_of_the_same_run_only(tmp_path: Path) -
     """On a node, a command left running by a killed attempt of this run holds the node
     lock; the next command of the same run (same token) ends it and runs, while a command
     of another run waits (bounded) and gives up naming the holder."""
-    from rackgate.collect.task import LOCK_BUSY_RC, wrapped
+    from rackgate.commands.task import LOCK_BUSY_RC, wrapped
 
     lock = str(tmp_path / "node.lock")
     left = Task("n1", "x.sleep", ("sleep", "60"), 120, lock_file=lock)
@@ -519,7 +520,7 @@ def test_sound_12_two_collections_on_one_node_never_overlap(tmp_path: Path) -> N
 def test_sound_12_busy_node_is_refused_naming_the_holder(tmp_path: Path) -> None:
     """A node whose lock another run holds past the wait: the command is not run, and
     the evidence says who holds the node."""
-    from rackgate.collect.task import wrapped
+    from rackgate.commands.task import wrapped
 
     lock = str(tmp_path / "node.lock")
     holder = subprocess.Popen(wrapped(Task("n1", "x", ("sleep", "30"), 60, lock_file=lock),
@@ -563,7 +564,7 @@ def test_sound_12_run_directory_in_use_is_refused(tmp_path: Path, redfish: Redfi
     try:
         assert wait_for(lambda: "flock" in " ".join(marked(str(run_dir)).values()), 10)
         time.sleep(0.2)
-        with pytest.raises(RunError, match="in use"):
+        with pytest.raises(Refusal, match="in use"):
             resume(run_dir)
     finally:
         os.killpg(holder.pid, signal.SIGKILL)

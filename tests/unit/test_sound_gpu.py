@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from rackgate.checks import load_profile
-from rackgate.checks.gpu import GpuHealthParams, judge_gpu_health
-from rackgate.checks.topology import (
+from rackgate.checks.gpu.health import GpuHealthParams, judge_gpu_health
+from rackgate.checks.gpu.topology import (
     AffinityParams,
     DcgmDiagParams,
     NvLinkParams,

@@ -8,11 +8,11 @@ import pytest
 from pydantic import ValidationError
 
 from rackgate.checks import REGISTRY
-from rackgate.checks.base import CommandError
+from rackgate.checks.fabric.pairwise import PairwiseParams
 from rackgate.checks.mpi import AllreduceParams
-from rackgate.checks.nccl_fabric import NcclFabricParams
-from rackgate.checks.pairwise import PairwiseParams
-from rackgate.collect.launch import Across, Launch, LaunchError, when_slurm_ready
+from rackgate.checks.nccl.fabric import NcclFabricParams
+from rackgate.checks.shared.base import CommandError
+from rackgate.commands.launch import Across, Launch, LaunchError, when_slurm_ready
 
 
 def launch(**kw: object) -> Launch:
@@ -92,7 +92,7 @@ def test_no_launched_argv_word_is_a_template_the_collector_would_evaluate() -> N
 def test_sound_12_every_launched_job_takes_the_nodes_lock_shared() -> None:
     """srun's tasks take the node lock shared (flock) before the program, on whole nodes
     (--exclusive); each launched check passes the nodes' lock file through."""
-    from rackgate.collect.launch import srun_argv
+    from rackgate.commands.launch import srun_argv
 
     argv = srun_argv(launch(node_lock="/var/lock/rackgate.lock"), job_name="j")
     assert "--exclusive" in argv
@@ -116,7 +116,7 @@ def test_sound_12_a_shared_job_lock_waits_for_another_runs_benchmark(tmp_path) -
     import subprocess
     import time
 
-    from rackgate.collect.launch import srun_argv
+    from rackgate.commands.launch import srun_argv
 
     lock = tmp_path / "rackgate.lock"
     holder = subprocess.Popen(["flock", "--no-fork", str(lock), "sleep", "20"])

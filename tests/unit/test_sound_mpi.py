@@ -17,10 +17,10 @@ from stored_runs import strict_json, write_run
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
-from rackgate.judge.evidence import judge_launched
 from rackgate.model import Result
 from rackgate.parsers import ParseError
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
+from rackgate.placement.evidence import judge_launched
 from rackgate.profile import Profile, Threshold
 from rackgate.run import judge_run
 from rackgate.store.evidence import Evidence

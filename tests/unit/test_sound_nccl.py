@@ -5,7 +5,7 @@ Every input here is derived in the test from the project's own fixtures
 (tests/fixtures/nccl, written from NVIDIA/nccl-tests' published output layout, see their
 SOURCES.md) by the one edit its name says: a value replaced, a row or section removed,
 duplicated or relabelled. Per-rail outputs are composed in the format of rackgate's own
-rails run (checks/nccl_fabric.py: ``### rackgate-rails rails=<n>``, ``### rail index=<i>
+rails run (checks/nccl/fabric.py: ``### rackgate-rails rails=<n>``, ``### rail index=<i>
 hca=<hca> rc=<rc>``, ``### end``).
 """
 
@@ -23,19 +23,19 @@ import pytest
 from pydantic import ValidationError
 
 from rackgate.checks import REGISTRY, load_profile, profile_from_document
-from rackgate.checks.base import CommandError
-from rackgate.checks.nccl import NcclParams, judge_nccl
-from rackgate.checks.nccl_fabric import (
+from rackgate.checks.nccl.fabric import (
     NcclFabricParams,
     fabric_command,
     judge_fabric,
     parse_fabric,
 )
-from rackgate.collect.launch import Across
-from rackgate.judge.evidence import judge_launched
+from rackgate.checks.nccl.local import NcclParams, judge_nccl
+from rackgate.checks.shared.base import CommandError
+from rackgate.commands.launch import Across
 from rackgate.model import Result
 from rackgate.parsers import ParseError
 from rackgate.parsers.nccl_tests import parse_nccl_tests
+from rackgate.placement.evidence import judge_launched
 from rackgate.profile import Profile, ProfileError
 from rackgate.store.evidence import Evidence
 

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.checks.pairs import round_robin
-from rackgate.checks.pairwise import PairwiseParams, pairwise_command
-from rackgate.collect.launch import Across
-from rackgate.judge.evidence import judge_launched
+from rackgate.checks.fabric.pairwise import PairwiseParams, pairwise_command
+from rackgate.checks.shared.pairs import round_robin
+from rackgate.commands.launch import Across
 from rackgate.model import Result
 from rackgate.parsers import ParseError
 from rackgate.parsers.perftest import parse_ib_write_bw
+from rackgate.placement.evidence import judge_launched
 from rackgate.store.evidence import Evidence
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"

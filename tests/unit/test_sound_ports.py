@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from rackgate.checks.infiniband import LosslessParams, PortsParams, judge_lossless, judge_ports
+from rackgate.checks.fabric.ports import LosslessParams, PortsParams, judge_lossless, judge_ports
 from rackgate.checks.redundancy import BondingParams, judge_bonding
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.bonding import parse_bonding
 from rackgate.parsers.dcb import parse_dcb_pfc, parse_dcb_sections
-from rackgate.parsers.iblinkinfo import parse_iblinkinfo_ports
 from rackgate.parsers.infiniband import parse_ibstat, parse_ibv_devinfo
+from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
 from rackgate.profile import Hardware, NicSpec
 
 FIX = Path(__file__).parents[1] / "fixtures"

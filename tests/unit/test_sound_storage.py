@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rackgate.checks.fio import judge_rand_read, judge_seq_read
 from rackgate.checks.redundancy import MultipathParams, judge_multipath
+from rackgate.checks.storage.fio import judge_rand_read, judge_seq_read
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.fio import parse_fio_json

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackgate.checks.topology import (
+from rackgate.checks.gpu.topology import (
     CHECKS,
     AffinityParams,
     DcgmDiagParams,

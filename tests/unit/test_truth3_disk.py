@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from pydantic import ValidationError
 
 from rackgate.checks import REGISTRY, load_profile
+from rackgate.checks.shared.base import NodeCheck
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 
@@ -94,7 +95,7 @@ HEALTHY_PARAMS = (NVME0, SDA, {"device": "/dev/nvme1n1", "role": "scratch", "too
 
 def test_truth3_t4_registered_and_a_profile_can_name_the_disks():
     c = check()
-    assert c.runs_on == "node" and c.parse.__module__.endswith("disk_health")
+    assert isinstance(c, NodeCheck) and c.parse.__module__.endswith("disk_health")
     profile = load_profile("dgx-h100").with_overrides(
         {"checks": {NAME: {"enabled": True, "params": {"disks": [
             {"device": "/dev/nvme0n1", "role": "os"},
@@ -110,7 +111,7 @@ def test_truth3_t4_shipped_profiles_keep_it_off_until_disks_are_named():
     for name in ("dgx-h100", "dgx-a100", "hgx-h200"):
         cp = load_profile(name).check(NAME)
         assert cp is not None and not cp.enabled and cp.params.get("disks", []) == []
-    from rackgate.checks.base import CommandError
+    from rackgate.checks.shared.base import CommandError
     with pytest.raises(CommandError, match="names no disk"):
         check().command(params(), {})
 

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.checks.topology import DcgmDiagParams, judge_dcgm
-from rackgate.judge.evidence import judge_evidence
+from rackgate.checks.gpu.topology import DcgmDiagParams, judge_dcgm
 from rackgate.model import Result, Status
 from rackgate.parsers.dcgm import parse_dcgm_diag
+from rackgate.placement.evidence import judge_evidence
 from rackgate.profile import Profile
 from rackgate.store.evidence import Evidence
 

@@ -21,9 +21,9 @@ from degrade_helpers import BAD, degraded
 from hypothesis import given, settings
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Result, Status
 from rackgate.parsers import ParseError
+from rackgate.placement.evidence import judge_evidence
 from rackgate.profile import Profile
 from rackgate.store.evidence import Evidence
 
@@ -198,7 +198,7 @@ def test_truth3_t2_damaged_table_is_an_error(damage, message):
 
 
 def test_truth3_t2_parse_errors_name_the_format_and_line():
-    from rackgate.parsers.nvidia_smi_table import parse_nvidia_smi_table
+    from rackgate.parsers.nvidia_smi.table import parse_nvidia_smi_table
     with pytest.raises(ParseError, match=r"nvidia-smi summary table: line 22: .*33F"):
         parse_nvidia_smi_table(body(H100_570).replace(" 33C ", " 33F ", 1))
 

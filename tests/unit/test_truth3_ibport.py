@@ -319,7 +319,7 @@ def test_truth3_t1_the_probe_starts_nothing_when_no_allowed_tool_is_there(tmp_pa
 
 
 def test_truth3_t1_shipped_profiles_keep_ibstat_first_and_the_strict_rate():
-    from rackgate.parsers.ib_ports import TOOL_ARGV
+    from rackgate.parsers.infiniband.ports import TOOL_ARGV
     assert list(TOOL_ARGV) == ["ibstat", "ibv_devinfo", "ibstatus", "rdma"]
     for name in ("dgx-h100", "hgx-h200", "dgx-a100"):
         cp = load_profile(name).check("fabric.ports")

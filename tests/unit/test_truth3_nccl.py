@@ -21,8 +21,8 @@ import pytest
 
 from rackgate.checks import REGISTRY, load_profile
 from rackgate.checks.mpi import AllreduceParams, judge_allreduce
-from rackgate.checks.nccl import NcclParams
-from rackgate.checks.nccl_fabric import NcclFabricParams, judge_fabric, parse_fabric
+from rackgate.checks.nccl.fabric import NcclFabricParams, judge_fabric, parse_fabric
+from rackgate.checks.nccl.local import NcclParams
 from rackgate.model import Judgement, Status
 from rackgate.parsers.mpi_allreduce import parse_mpi_allreduce
 from rackgate.parsers.nccl_tests import parse_nccl_tests

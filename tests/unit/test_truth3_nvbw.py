@@ -1,4 +1,4 @@
-"""Issue 29, item t5: GPU copy bandwidth from NVIDIA's nvbandwidth (checks/nvbandwidth.py,
+"""Issue 29, item t5: GPU copy bandwidth from NVIDIA's nvbandwidth (checks/gpu/nvbandwidth.py,
 parsers/nvbandwidth*.py), judged per cell against per-model floors in the shipped profiles.
 
 Fixtures: tests/fixtures/nvbandwidth (written from nvbandwidth's printing code, each with a
@@ -17,9 +17,9 @@ from degrade_helpers import BAD, degraded, outcome
 from hypothesis import given, settings
 
 from rackgate.checks import REGISTRY, load_profile
-from rackgate.judge.evidence import judge_evidence
 from rackgate.model import Judgement, Status
 from rackgate.parsers import ParseError
+from rackgate.placement.evidence import judge_evidence
 from rackgate.profile import GpuSpec, Hardware, Profile
 from rackgate.store.evidence import Evidence
 

@@ -4,7 +4,7 @@ other node against the site's numbers instead of the profile's nominal ones.
 
 Pure: a report document (``report.json``, schema ``rackgate.report/1``) in, a
 :class:`Baseline` out (:meth:`Baseline.document` is the overrides document, which
-``rackgate.cli_baseline.overrides_yaml`` writes as YAML). Only the benchmark figures a
+``rackgate.cli.baseline.overrides_yaml`` writes as YAML). Only the benchmark figures a
 check declares (``Check.baseline``: metric -> "measured" or a details key) are baselined;
 limits (cooling temperatures, PSU watts, link failures, line rates) stay the profile's.
 

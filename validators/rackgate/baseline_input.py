@@ -16,13 +16,14 @@ from typing import Any
 
 from rackgate.checks import profile_from_document
 from rackgate.profile import Profile, ProfileError
+from rackgate.refusal import Refusal
 from rackgate.reports import SCHEMA as REPORT_SCHEMA
-from rackgate.store.manifest import manifest_problem
+from rackgate.store.manifest import HostEntry, Launched, Manifest
 
 MAX_NAMED = 8  # a basis names at most this many nodes; the header names them all
 
 
-class BaselineError(ValueError):
+class BaselineError(Refusal, ValueError):
     """Why no baseline can be made from a run, naming the run, node, check and figure."""
 
 
@@ -51,8 +52,8 @@ class GoldenRun:
     collected: str
     profile: Profile
     results: Mapping[str, Mapping[str, Mapping[str, Any]]]  # node -> check -> result
-    launched: Mapping[str, Any]
-    hosts: Any
+    launched: Mapping[str, Launched]
+    hosts: Sequence[HostEntry]
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -67,9 +68,7 @@ class GoldenRun:
     def job_nodes(self, check: str) -> str:
         """The nodes the run's job of ``check`` (launched across the nodes) ran on."""
         rec = self.launched.get(check)
-        nodes = rec.get("nodes") if isinstance(rec, dict) else None
-        return names([str(n) for n in nodes] if isinstance(nodes, list) and nodes
-                     else list(self.nodes))
+        return names(list(rec.nodes) if rec is not None and rec.nodes else list(self.nodes))
 
 
 def _chosen(report: Mapping[str, Any], run_id: str, wanted: Sequence[str] | None,
@@ -133,30 +132,32 @@ def golden_run(report: Mapping[str, Any], wanted: Sequence[str] | None = None, *
     if report.get("schema") != REPORT_SCHEMA:
         raise BaselineError(f"report.json: schema {report.get('schema')!r}, expected "
                             f"{REPORT_SCHEMA}")
-    manifest: Any = report.get("run")
-    if problem := manifest_problem(manifest):
-        raise BaselineError(f"report.json: field run (the run's manifest): {problem}")
-    run_id = manifest["run_id"]
-    recorded, judged = manifest["profile"], field(report, "profile", dict, "report.json")
-    if judged.get("sha256") != recorded.get("sha256"):
+    try:
+        manifest = Manifest.from_doc(report.get("run"), "report.json: field run (the run's "
+                                                        "manifest)")
+    except Refusal as exc:
+        raise BaselineError(str(exc)) from None
+    run_id = manifest.run_id
+    recorded, judged = manifest.profile, field(report, "profile", dict, "report.json")
+    if judged.get("sha256") != recorded.sha256:
         raise BaselineError(
             f"run {run_id}: report.json was judged with profile {judged.get('source')} "
             f"(sha256 {str(judged.get('sha256'))[:12]}), not the run's own "
-            f"{recorded.get('source')} (sha256 {str(recorded.get('sha256'))[:12]}): judge it "
+            f"{recorded.source} (sha256 {str(recorded.sha256)[:12]}): judge it "
             "with its own profile first (rackgate judge RUN_DIR)")
     try:
-        profile = profile_from_document(recorded["document"], f"{recorded['source']} (as "
-                                                              f"recorded in run {run_id})")
+        profile = profile_from_document(recorded.document, f"{recorded.source} (as "
+                                                           f"recorded in run {run_id})")
     except ProfileError as exc:
         raise BaselineError(str(exc)) from None
-    collected = manifest.get("finished") or manifest.get("started")
-    if not isinstance(collected, str):
+    collected = manifest.finished or manifest.started
+    if collected is None:
         raise BaselineError(f"report.json of run {run_id}: field run.finished or run.started "
                             "must say when the run was collected")
     chosen = _chosen(report, run_id, wanted, elsewhere)
     return GoldenRun(run_id, collected, profile,
                      {n["name"]: _results(n, run_id) for n in chosen},
-                     manifest.get("launched") or {}, manifest.get("hosts"))
+                     manifest.launched, manifest.hosts)
 
 
 def figure_of(result: Mapping[str, Any], source: str, where: str, unit: str) -> float:
@@ -177,18 +178,19 @@ def figure_of(result: Mapping[str, Any], source: str, where: str, unit: str) -> 
     return float(value)
 
 
-def inventory_notes(hosts: Any, baselined: Sequence[tuple[str, str]]) -> list[str]:
+def inventory_notes(hosts: Sequence[HostEntry],
+                    baselined: Sequence[tuple[str, str]]) -> list[str]:
     """Hosts whose inventory overrides a baselined (check, metric): theirs is merged after."""
     notes = []
-    for h in hosts if isinstance(hosts, list) else []:
-        over = h.get("profile_overrides") if isinstance(h, dict) else None
-        checks = over.get("checks") if isinstance(over, dict) else None
+    for h in hosts:
+        over = h.profile_overrides
+        checks = over.get("checks") if over is not None else None
         if not isinstance(checks, dict):
             continue
         hit = [f"{check}.{metric}" for check, metric in baselined
                if metric in ((checks.get(check) or {}).get("thresholds") or {})]
         if hit:
-            notes.append(f"host {h.get('name')} overrides {', '.join(hit)} in the inventory "
+            notes.append(f"host {h.name} overrides {', '.join(hit)} in the inventory "
                          "(rackgate_profile_overrides): its own threshold is merged after "
                          "this baseline and wins")
     return notes

@@ -21,9 +21,10 @@ from typing import Any
 
 from rackgate.documents import load_json
 from rackgate.environment import ansible_env, program
+from rackgate.refusal import Refusal
 
 
-class InventoryError(RuntimeError):
+class InventoryError(Refusal):
     pass
 
 

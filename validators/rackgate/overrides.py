@@ -1,6 +1,6 @@
 """Profiles as the command line names them: a shipped profile or a file, with overrides
 files (partial profiles in YAML, such as ``rackgate baseline`` writes) merged over it.
-Every refusal is a RunError naming the file and the field (CLI exit 2), before anything
+Every refusal is a Refusal naming the file and the field (CLI exit 2), before anything
 runs: a threshold made meaningless (``rackgate.thresholds``: not finite, a floor turned into
 a ceiling, a ratio out of its range), or loosened without a basis of its own.
 
@@ -24,17 +24,17 @@ import yaml
 from rackgate.checks import load_profile
 from rackgate.documents import DocumentError, load_yaml
 from rackgate.profile import Profile, ProfileError
-from rackgate.store.manifest import RunError
+from rackgate.refusal import Refusal
 from rackgate.thresholds import ThresholdChange
 
 
 def load_profile_or_fail(name: str, overrides_files: Sequence[Path] = ()) -> Profile:
     """A profile by name or path, with ``overrides_files`` merged over it
-    (``apply_overrides``); RunError naming the file and field."""
+    (``apply_overrides``); Refusal naming the file and field."""
     try:
         profile = load_profile(name)
     except ProfileError as exc:
-        raise RunError(str(exc)) from None
+        raise Refusal(str(exc)) from None
     return apply_overrides(profile, overrides_files)
 
 
@@ -51,25 +51,25 @@ def apply_overrides(profile: Profile, files: Sequence[Path]) -> Profile:
             text = path.read_text(encoding="utf-8")
             doc = load_yaml(text)
         except OSError as exc:
-            raise RunError(f"overrides {path}: cannot read it: {exc.strerror or exc}") from None
+            raise Refusal(f"overrides {path}: cannot read it: {exc.strerror or exc}") from None
         except yaml.YAMLError as exc:
-            raise RunError(f"overrides {path}: not valid YAML: {exc}") from None
+            raise Refusal(f"overrides {path}: not valid YAML: {exc}") from None
         except DocumentError as exc:
-            raise RunError(f"overrides {path}: {exc}") from None
+            raise Refusal(f"overrides {path}: {exc}") from None
         if not isinstance(doc, dict) or not doc:
-            raise RunError(f"overrides {path}: must be a non-empty mapping (a partial "
+            raise Refusal(f"overrides {path}: must be a non-empty mapping (a partial "
                            f"profile), got {type(doc).__name__}")
         checks = doc.get("checks")
         foreign = sorted(set(checks) - set(profile.model.checks)) \
             if isinstance(checks, dict) else []
         if foreign:
-            raise RunError(f"overrides {path}: checks.{foreign[0]}: profile {profile.name} "
+            raise Refusal(f"overrides {path}: checks.{foreign[0]}: profile {profile.name} "
                            f"does not define this check (an overrides file changes a "
                            f"profile's checks; it cannot add one)")
         try:
             profile = profile.with_overrides(doc, f"overrides {path}")
         except ProfileError as exc:
-            raise RunError(str(exc)) from None
+            raise Refusal(str(exc)) from None
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         profile = replace(profile, overrides_files=(*profile.overrides_files,
                                                     (str(path), digest)))
@@ -94,23 +94,23 @@ def profile_record(profile: Profile) -> dict[str, Any]:
 
 def recorded_files(record: Mapping[str, Any], run_dir: Path) -> tuple[tuple[str, str], ...]:
     """The overrides files a manifest's ``profile`` records (none when it has none);
-    RunError naming the manifest and the field."""
+    Refusal naming the manifest and the field."""
     docs = record.get("overrides", [])
     if not isinstance(docs, list) or not all(
             isinstance(d, dict) and isinstance(d.get("path"), str)
             and isinstance(d.get("sha256"), str) for d in docs):
-        raise RunError(f"{run_dir / 'manifest.json'}: field profile.overrides must be a list "
+        raise Refusal(f"{run_dir / 'manifest.json'}: field profile.overrides must be a list "
                        f"of {{path, sha256}} strings, got {str(docs)[:80]}")
     return tuple((d["path"], d["sha256"]) for d in docs)
 
 
 def recorded_changes(record: Mapping[str, Any], run_dir: Path) -> tuple[ThresholdChange, ...]:
     """The threshold changes a manifest's ``profile`` records (none when it has none);
-    RunError naming the manifest and the field."""
+    Refusal naming the manifest and the field."""
     docs = record.get("changes", [])
     try:
         if not isinstance(docs, list):
             raise ValueError(f"must be a list, got {type(docs).__name__}")
         return tuple(ThresholdChange.from_doc(d) for d in docs)
     except ValueError as exc:
-        raise RunError(f"{run_dir / 'manifest.json'}: field profile.changes: {exc}") from None
+        raise Refusal(f"{run_dir / 'manifest.json'}: field profile.changes: {exc}") from None

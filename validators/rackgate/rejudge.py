@@ -16,60 +16,60 @@ from typing import Any
 from rackgate.checks import RACK_REGISTRY, REGISTRY, profile_from_document
 from rackgate.fabric.plan import FabricPlan, PlanError, plan_from_document
 from rackgate.inventory import place_from_text, place_of
-from rackgate.judge.run import judge_stored
+from rackgate.judge.stored import judge_stored
 from rackgate.model import RackVerdict, node_verdict, rack_verdict
 from rackgate.overrides import apply_overrides, recorded_changes, recorded_files
 from rackgate.placement import JudgeJob
 from rackgate.profile import Profile, ProfileError
+from rackgate.refusal import Refusal
 from rackgate.reports import report_document
 from rackgate.selection import node_profiles
 from rackgate.store.evidence import EvidenceStore
-from rackgate.store.manifest import Launched, RunError, read_manifest
+from rackgate.store.manifest import Manifest, read_manifest
 
 
-def recorded_source(manifest: Mapping[str, Any], run_dir: Path) -> str:
-    return f"{manifest['profile']['source']} (as recorded in {run_dir})"
+def recorded_source(manifest: Manifest, run_dir: Path) -> str:
+    return f"{manifest.profile.source} (as recorded in {run_dir})"
 
 
-def recorded_overrides(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def recorded_overrides(manifest: Manifest) -> dict[str, Any]:
     """Each host's inventory overrides (``rackgate_profile_overrides``), as recorded."""
-    return {h["name"]: h.get("profile_overrides") for h in manifest["hosts"]}
+    return {h.name: h.profile_overrides for h in manifest.hosts}
 
 
-def recorded_profile(manifest: Mapping[str, Any], run_dir: Path) -> Profile:
+def recorded_profile(manifest: Manifest, run_dir: Path) -> Profile:
     """The profile a run's manifest records, validated again, with its overrides files and
     the threshold changes they made (``overrides.recorded_files``, ``recorded_changes``)."""
     try:
-        profile = profile_from_document(manifest["profile"]["document"],
+        profile = profile_from_document(manifest.profile.document,
                                         recorded_source(manifest, run_dir))
     except ProfileError as exc:
-        raise RunError(str(exc)) from None
-    return replace(profile, changes=recorded_changes(manifest["profile"], run_dir),
-                   overrides_files=recorded_files(manifest["profile"], run_dir))
+        raise Refusal(str(exc)) from None
+    record = manifest.profile.to_doc()
+    return replace(profile, changes=recorded_changes(record, run_dir),
+                   overrides_files=recorded_files(record, run_dir))
 
 
-def recorded_fabric(manifest: Mapping[str, Any], run_dir: Path) -> FabricPlan | None:
+def recorded_fabric(manifest: Manifest, run_dir: Path) -> FabricPlan | None:
     """The fabric plan a run's manifest records, validated again (None: it has none)."""
-    doc = manifest.get("fabric")
-    if not doc:
+    fabric = manifest.fabric
+    if fabric is None:
         return None
     try:
-        return plan_from_document(doc["document"], f"{doc['source']} (as recorded in "
+        return plan_from_document(fabric.document, f"{fabric.source} (as recorded in "
                                                    f"{run_dir})")
     except PlanError as exc:
-        raise RunError(str(exc)) from None
+        raise Refusal(str(exc)) from None
 
 
-def judge_job(manifest: Mapping[str, Any], profiles: Mapping[str, Profile],
+def judge_job(manifest: Manifest, profiles: Mapping[str, Profile],
               collected_with: Mapping[str, Profile], fabric: FabricPlan | None) -> JudgeJob:
-    return JudgeJob(tuple(h["name"] for h in manifest["hosts"]), tuple(manifest["checks"]),
-                    profiles, collected_with, manifest.get("launch_host"),
-                    {c: Launched.from_doc(rec)
-                     for c, rec in manifest.get("launched", {}).items()},
-                    manifest.get("no_launch_reason"), fabric, manifest.get("fabric_host"))
+    return JudgeJob(manifest.host_names(), tuple(manifest.checks), profiles, collected_with,
+                    manifest.launch_host, dict(manifest.launched), manifest.no_launch_reason,
+                    fabric, manifest.fabric_host)
 
 
-def judging(run_dir: Path, manifest: Mapping[str, Any], profile: Profile | None = None,
+def judging(run_dir: Path, manifest: Manifest, profile: Profile | None = None,
             overrides_files: Sequence[Path] = ()) -> tuple[Profile, Mapping[str, Profile],
                                                            Mapping[str, Profile]]:
     """What a stored run is judged with: the profile (the recorded one unless ``profile``
@@ -84,19 +84,19 @@ def judging(run_dir: Path, manifest: Mapping[str, Any], profile: Profile | None 
                               else node_profiles(recorded, overrides))
 
 
-def judged_document(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
+def judged_document(run_dir: Path, manifest: Manifest, profile: Profile,
                     profiles: Mapping[str, Profile], collected_with: Mapping[str, Profile],
                     fabric: FabricPlan | None) -> tuple[RackVerdict, dict[str, Any]]:
     """Judge the run's stored evidence: the rack's verdict and the report document."""
-    hosts = manifest["hosts"]
+    hosts = manifest.hosts
     job = judge_job(manifest, profiles, collected_with, fabric)
     per_node, judged = judge_stored(job, EvidenceStore(run_dir), REGISTRY, RACK_REGISTRY)
-    locations = {h["name"]: h["location"] for h in hosts}
-    places = {h["name"]: place_of(h["place"]) if isinstance(h.get("place"), dict)
-              else place_from_text(h["location"]) for h in hosts}
+    locations = {h.name: h.location for h in hosts}
+    places = {h.name: place_of(h.place) if h.place is not None
+              else place_from_text(h.location) for h in hosts}
     rack = rack_verdict(node_verdict(node, rs, locations[node]) for node, rs in per_node.items())
-    return rack, report_document(rack, manifest, profile, locations, judged.digests, profiles,
-                                 pairwise=judged.sections, places=places,
+    return rack, report_document(rack, manifest.to_doc(), profile, locations, judged.digests,
+                                 profiles, pairwise=judged.sections, places=places,
                                  durations=judged.durations)
 
 

@@ -15,22 +15,21 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from rackgate.checks import RACK_REGISTRY, REGISTRY
-from rackgate.checks.base import Check
+from rackgate.checks.shared.base import Check
 from rackgate.collect.ansible import default_forks
 from rackgate.collect.phases import Collection, Via, record_not_run
-from rackgate.collect.plan import plan
-from rackgate.collect.plan_summary import PlanSummary, summarise
 from rackgate.collect.preflight import preflight, refuse_on_errors
 from rackgate.collect.preflight_records import Problem
 from rackgate.collect.processes import end_collection
-from rackgate.collect.task import Interrupted, Stop
-from rackgate.collect.transport import ControlSideError
+from rackgate.collect.schedule import plan
+from rackgate.collect.schedule_summary import PlanSummary, summarise
+from rackgate.collect.stop import Interrupted, Stop
+from rackgate.commands.failure import ControlSideError
 from rackgate.fabric.plan import FabricPlan
 from rackgate.inventory import Inventory, load_inventory
-from rackgate.judge.run import judge_stored
+from rackgate.judge.stored import judge_stored
 from rackgate.model import RackVerdict, Result, Status
 from rackgate.overrides import profile_record
 from rackgate.placement import (
@@ -42,6 +41,7 @@ from rackgate.placement import (
     placement_of,
 )
 from rackgate.profile import Profile
+from rackgate.refusal import Refusal
 from rackgate.rejudge import (
     judge_job,
     judged_document,
@@ -55,17 +55,19 @@ from rackgate.reports.diff import Compared, first_report, with_diff
 from rackgate.reports.write import Reports, keep_earlier, keep_revision, write_reports
 from rackgate.scheduler.retest import RetestDrains
 from rackgate.selection import no_launch_reason, node_profiles, prepare, select_hosts
-from rackgate.store.evidence import EvidenceStore, write_json
+from rackgate.store.evidence import EvidenceStore
 from rackgate.store.history import HistoryError, default_history_path, open_history, record_report
 from rackgate.store.manifest import (
     MANIFEST_SCHEMA,
-    RunError,
-    add_revision,
+    ControlFailure,
+    Interruption,
+    Manifest,
     new_run_dir,
     now,
     read_manifest,
     run_dir_lock,
     versions,
+    write_manifest,
 )
 
 
@@ -111,7 +113,7 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
     prep = prepare(inventory, profile, group=group, limit=limit, checks=checks,
                    fabric_plan_file=fabric_plan, need_launch_host=via == "slurm")
     if via == "slurm" and prep.launch_host is None:
-        raise RunError(f"--via slurm needs the SLURM controller to launch from: "
+        raise Refusal(f"--via slurm needs the SLURM controller to launch from: "
                        f"{no_launch_reason(prep.inv, prep.hosts) or NO_LAUNCH_HOST}")
     forks = forks or default_forks(len(prep.hosts) + 1)
     if plan_first:
@@ -121,12 +123,11 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
     inv, hosts, selected, overrides = prep.inv, prep.hosts, prep.selected, prep.overrides
     profiles, launcher = prep.profiles, prep.launch_host
     run_dir = new_run_dir(runs_dir, profile.name)
-    manifest: dict[str, Any] = {
+    started = now()
+    manifest = Manifest.model_validate({
         "schema": MANIFEST_SCHEMA,
         "run_id": run_dir.name,
-        "started": now(),
-        "finished": None,
-        "resumed": [],
+        "started": started,
         "inventory": [str(Path(i).resolve()) for i in inventory],
         "group": group,
         "limit": limit,
@@ -137,23 +138,20 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
                    "profile_overrides": overrides[h]} for h in hosts],
         "launch_host": launcher,
         "no_launch_reason": no_launch_reason(inv, hosts) if launcher is None else None,
-        "launched": {},
         # the fabric plan the fabric checks are judged against, as it was, and where they
         # ran: only when there is one (a run without a fabric records what it always did)
-        **({} if prep.fabric is None else {"fabric": {
+        "fabric": None if prep.fabric is None else {
             "source": prep.fabric.source, "sha256": prep.fabric.sha256,
-            "document": dict(prep.fabric.document)}}),
-        **({} if prep.fabric_host is None else {"fabric_host": prep.fabric_host}),
-        "revisions": [],
+            "document": dict(prep.fabric.document)},
+        "fabric_host": prep.fabric_host,
+        "revisions": [{"revision": 1, "kind": "validate", "at": started, "via": via}],
         **versions(),
-    }
-    manifest["revisions"].append({"revision": 1, "kind": "validate", "at": manifest["started"],
-                                  "via": via})
+    })
     # the run is judged with the profile as its manifest records it (the same document)
     recorded = replace(profile, source=recorded_source(manifest, run_dir))
     profiles = {h: recorded if p is profile else p for h, p in profiles.items()}
     with run_dir_lock(run_dir):
-        write_json(run_dir / "manifest.json", manifest)
+        write_manifest(run_dir, manifest)
         stop.check(run_dir)
         return _collect_and_judge(run_dir, manifest, inv, recorded, profiles,
                                   prep.fabric.plan if prep.fabric else None, forks, on_plan,
@@ -165,7 +163,7 @@ def validate(inventory: Sequence[str], profile: Profile, *, group: str = "comput
 class Reopened:
     """A stored run, locked, to collect into again: what its manifest records."""
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     inv: Inventory
     recorded: Profile
     profiles: Mapping[str, Profile]
@@ -181,9 +179,9 @@ def reopened(run_dir: Path, stop: Stop) -> Iterator[Reopened]:
     with run_dir_lock(run_dir):
         manifest = read_manifest(run_dir)
         ended = end_collection(run_dir)
-        inv = load_inventory(manifest["inventory"])
+        inv = load_inventory(manifest.inventory)
         if ended:
-            manifest.setdefault("orphans_ended", []).extend(ended)
+            manifest.orphans_ended = [*(manifest.orphans_ended or []), *ended]
         stop.check(run_dir)
         recorded = recorded_profile(manifest, run_dir)
         yield Reopened(manifest, inv, recorded,
@@ -202,8 +200,8 @@ def resume(run_dir: Path, *, forks: int | None = None, on_plan: PlanFn = lambda 
     runs its own."""
     stop = stop or Stop()
     with reopened(run_dir, stop) as run:
-        add_revision(run.manifest, "resume", via=via)
-        run.manifest.setdefault("resumed", []).append(now())
+        run.manifest.add_revision("resume", via=via)
+        run.manifest.resumed.append(now())
         return _collect_and_judge(run_dir, run.manifest, run.inv, run.recorded, run.profiles,
                                   run.fabric, forks, on_plan, progress, stop,
                                   keep_artifacts=keep_artifacts, via=via)
@@ -228,22 +226,22 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int | None = None,
     with reopened(run_dir, stop) as run:
         compare = compare or first_report(run_dir)
         manifest = run.manifest
-        nodes = [h["name"] for h in manifest["hosts"]]
+        nodes = list(manifest.host_names())
         chosen = set(nodes if not limit else
-                     [h for h in select_hosts(run.inv, manifest["group"], limit) if h in nodes])
+                     [h for h in select_hosts(run.inv, manifest.group, limit) if h in nodes])
         if not chosen:
-            raise RunError(f"--limit {limit!r} selects no host of run {run_dir.name} "
+            raise Refusal(f"--limit {limit!r} selects no host of run {run_dir.name} "
                            f"({', '.join(nodes)})")
         store = EvidenceStore(run_dir)
         per_node, _ = judge_stored(judge_job(manifest, run.profiles, run.profiles, run.fabric),
                                    store, REGISTRY, RACK_REGISTRY)
         redo = retest_selection(per_node, chosen)
         if not redo:
-            raise RunError(f"nothing to retest in {run_dir.name}: no check of "
+            raise Refusal(f"nothing to retest in {run_dir.name}: no check of "
                            f"{', '.join(sorted(chosen))} ended fail or error")
         # a job across the nodes is launched again when any node is retested (it measures
         # the whole set); a fabric query when a retested node failed it
-        across = {c for c in manifest["checks"]
+        across = {c for c in manifest.checks
                   if c in REGISTRY and placement_of(REGISTRY[c]) is ACROSS_NODES}
         across |= {c for _, c in redo
                    if c in REGISTRY and placement_of(REGISTRY[c]) is ON_FABRIC}
@@ -253,9 +251,9 @@ def retest(run_dir: Path, *, limit: str | None = None, forks: int | None = None,
                 and store.has_usable(host, check)
 
         retested = sorted({n for n, _ in redo})
-        add_revision(manifest, "retest", nodes=retested,
+        manifest.add_revision("retest", nodes=retested,
                      checks=sorted({c for _, c in redo} | across), via=via)
-        launch = manifest.get("launch_host")
+        launch = manifest.launch_host
         drains = RetestDrains(run_dir, manifest, retested, launch, run.inv.sources,
                               say) if launch else None
         try:
@@ -277,25 +275,24 @@ def retest_selection(per_node: Mapping[str, Sequence[Result]],
             if r.status in (Status.FAIL, Status.ERROR) and r.check in REGISTRY}
 
 
-def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
+def _collect_and_judge(run_dir: Path, manifest: Manifest, inv: Inventory,
                        recorded: Profile, profiles: Mapping[str, Profile],
                        fabric: FabricPlan | None, forks: int | None,
                        on_plan: PlanFn, progress: ProgressFn, stop: Stop,
                        usable: Usable | None = None, keep_artifacts: bool = False,
                        compare: Compared | None = None, via: Via = "ansible",
                        before_slurm: Callable[[], None] | None = None) -> RunOutcome:
-    selected = [REGISTRY[c] for c in manifest["checks"] if c in REGISTRY]
+    selected = [REGISTRY[c] for c in manifest.checks if c in REGISTRY]
     store = EvidenceStore(run_dir)
-    nodes = tuple(h["name"] for h in manifest["hosts"])
-    if via == "slurm" and not manifest.get("launch_host"):
-        raise RunError(f"--via slurm: run {run_dir.name} records no launch host (it had "
+    nodes = manifest.host_names()
+    if via == "slurm" and not manifest.launch_host:
+        raise Refusal(f"--via slurm: run {run_dir.name} records no launch host (it had "
                        f"no check across the nodes to launch): collect it --via ansible")
     forks = forks or default_forks(len(nodes) + 1)
     view = RunView(nodes, inv.hostvars, tuple(inv.sources), profiles,
-                   manifest.get("launch_host"), fabric=fabric,
-                   fabric_host=manifest.get("fabric_host"))
+                   manifest.launch_host, fabric=fabric, fabric_host=manifest.fabric_host)
     the_plan = plan(view, selected, usable or store.has_usable)
-    on_plan(selected, summarise(the_plan, selected, view, manifest.get("no_launch_reason")))
+    on_plan(selected, summarise(the_plan, selected, view, manifest.no_launch_reason))
     for nr in the_plan.not_run:
         record_not_run(store, nr, progress)
     for sk in the_plan.skipped:
@@ -305,23 +302,23 @@ def _collect_and_judge(run_dir: Path, manifest: dict[str, Any], inv: Inventory,
     try:
         statuses = collection.run()
     except ControlSideError as exc:  # no verdict: no report, no history row, no drain
-        if manifest["revisions"][-1]["kind"] == "validate":  # a new run: say it is unjudged
-            manifest["control_failure"] = {"at": now(), "message": str(exc)}
-            write_json(run_dir / "manifest.json", manifest)
+        if manifest.revisions[-1].kind == "validate":  # a new run: say it is unjudged
+            manifest.control_failure = ControlFailure(at=now(), message=str(exc))
+            write_manifest(run_dir, manifest)
         raise ControlSideError(f"{exc}\nRun {run_dir} has no report: fix this, then run "
                                f"again (or `rackgate validate --resume {run_dir}`)") from None
-    manifest.pop("control_failure", None)
-    manifest.setdefault("launched", {}).update(
-        {c: rec.to_doc() for c, rec in collection.launched.items()})
+    manifest.control_failure = None
+    manifest.launched.update(collection.launched)
     if stop():
-        manifest.setdefault("interrupted", []).append({"at": now(), "by": stop.signame})
-        manifest["ansible_runner_status"] = "canceled"
-        write_json(run_dir / "manifest.json", manifest)
+        manifest.interrupted = [*(manifest.interrupted or []),
+                                Interruption(at=now(), by=stop.signame)]
+        manifest.ansible_runner_status = "canceled"
+        write_manifest(run_dir, manifest)
         raise Interrupted(stop.signame, run_dir)
-    manifest["finished"] = now()
-    manifest["ansible_runner_status"] = next(
+    manifest.finished = now()
+    manifest.ansible_runner_status = next(
         (s for s in statuses if s != "successful"), "successful")
-    write_json(run_dir / "manifest.json", manifest)
+    write_manifest(run_dir, manifest)
     return _judge(run_dir, manifest, recorded, profiles, profiles, fabric, run_dir, compare)
 
 
@@ -332,15 +329,15 @@ def judge_run(run_dir: Path, profile: Profile | None = None,
     with ``overrides_files`` merged over it: ``apply_overrides``) and write the reports into
     ``out_dir`` (default: the run directory), compared with ``compare`` when given."""
     manifest = read_manifest(run_dir)
-    if manifest.get("control_failure"):
-        raise RunError(f"run {run_dir} was never collected (it failed on the control host's "
-                       f"side: {manifest['control_failure'].get('message', '?')}); "
+    if manifest.control_failure:
+        raise Refusal(f"run {run_dir} was never collected (it failed on the control host's "
+                       f"side: {manifest.control_failure.message}); "
                        f"`rackgate validate --resume {run_dir}` collects it")
     return _judge(run_dir, manifest, *judging(run_dir, manifest, profile, overrides_files),
                   recorded_fabric(manifest, run_dir), out_dir or run_dir, compare)
 
 
-def _judge(run_dir: Path, manifest: Mapping[str, Any], profile: Profile,
+def _judge(run_dir: Path, manifest: Manifest, profile: Profile,
            profiles: Mapping[str, Profile], collected_with: Mapping[str, Profile],
            fabric: FabricPlan | None, out: Path, compare: Compared | None = None) -> RunOutcome:
     """Judge, write the reports into ``out`` (with the ``diff`` from ``compare``; in the run

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from rackgate.checks import select
-from rackgate.checks.base import Check
+from rackgate.checks.shared.base import Check
 from rackgate.fabric.plan import LoadedPlan, PlanError, load_plan
 from rackgate.inventory import Inventory, InventoryError, limit_hosts, load_inventory
-from rackgate.judge.evidence import not_applicable
 from rackgate.placement import (
     ACROSS_NODES,
     FABRIC_GROUP,
@@ -28,8 +27,9 @@ from rackgate.placement import (
     RunView,
     placement_of,
 )
+from rackgate.placement.evidence import not_applicable
 from rackgate.profile import Profile, ProfileError, deep_merge
-from rackgate.store.manifest import RunError
+from rackgate.refusal import Refusal
 
 
 def select_hosts(inv: Inventory, group: str, limit: str | None) -> list[str]:
@@ -40,10 +40,10 @@ def select_hosts(inv: Inventory, group: str, limit: str | None) -> list[str]:
         try:
             chosen = set(limit_hosts(inv.sources, group, limit))
         except InventoryError as exc:
-            raise RunError(str(exc)) from None
+            raise Refusal(str(exc)) from None
         hosts = [h for h in hosts if h in chosen]
     if not hosts:
-        raise RunError(f"no host of group {group!r} matches --limit {limit!r}" if limit else
+        raise Refusal(f"no host of group {group!r} matches --limit {limit!r}" if limit else
                        f"group {group!r} of inventory {', '.join(inv.sources)} has no host")
     return hosts
 
@@ -52,10 +52,10 @@ def select_checks(profile: Profile, names_or_tags: Sequence[str] | None) -> list
     try:
         wanted = select(list(names_or_tags) if names_or_tags else None)
     except KeyError as exc:
-        raise RunError(str(exc.args[0])) from None
+        raise Refusal(str(exc.args[0])) from None
     checks = [c for c in wanted if c.name in profile.model.checks]
     if not checks:
-        raise RunError(f"profile {profile.name} defines none of the selected checks "
+        raise Refusal(f"profile {profile.name} defines none of the selected checks "
                        f"({', '.join(c.name for c in wanted)})")
     return checks
 
@@ -65,10 +65,10 @@ def _named_host(inv: Inventory, hosts: Sequence[str], var: str, group: str) -> s
     ``group``, else None."""
     named = sorted({str(v) for h in hosts if (v := inv.hostvars[h].get(var))})
     if len(named) > 1:
-        raise RunError(f"the nodes under test disagree on {var}: {named}")
+        raise Refusal(f"the nodes under test disagree on {var}: {named}")
     if named:
         if named[0] not in inv.hostvars:
-            raise RunError(f"{var} {named[0]!r} is not a host of inventory "
+            raise Refusal(f"{var} {named[0]!r} is not a host of inventory "
                            f"{', '.join(inv.sources)}")
         return named[0]
     members = sorted(inv.groups.get(group, ()))
@@ -93,13 +93,13 @@ FABRIC_PLAN_FILE = "fabric.yml"
 def fabric_plan(sources: Sequence[str], given: Path | None = None) -> LoadedPlan | None:
     """The fabric plan: ``given`` (``--fabric-plan``), else the ``fabric.yml`` beside the
     inventory (in an inventory directory, or next to an inventory file), else None.
-    RunError for a plan that cannot be used, or two inventories with one each."""
+    Refusal for a plan that cannot be used, or two inventories with one each."""
     if given is None:
         found = sorted({str(f) for src in sources
                         if (f := (Path(src) if Path(src).is_dir() else Path(src).parent)
                             / FABRIC_PLAN_FILE).is_file()})
         if len(found) > 1:
-            raise RunError(f"two fabric plans beside the inventories ({', '.join(found)}): "
+            raise Refusal(f"two fabric plans beside the inventories ({', '.join(found)}): "
                            f"name one with --fabric-plan")
         if not found:
             return None
@@ -107,7 +107,7 @@ def fabric_plan(sources: Sequence[str], given: Path | None = None) -> LoadedPlan
     try:
         return load_plan(given)
     except PlanError as exc:
-        raise RunError(str(exc)) from None
+        raise Refusal(str(exc)) from None
 
 
 def no_launch_reason(inv: Inventory, hosts: Sequence[str]) -> str | None:
@@ -134,7 +134,7 @@ def host_overrides(hostvars: Mapping[str, Any]) -> dict[str, Any]:
         value = hostvars[key]
         if value:
             if not isinstance(value, Mapping):
-                raise RunError(f"inventory variable {key} must be a mapping (a partial "
+                raise Refusal(f"inventory variable {key} must be a mapping (a partial "
                                f"profile), got {type(value).__name__}")
             merged = deep_merge(merged, value)
     return merged
@@ -154,13 +154,13 @@ def node_profiles(profile: Profile, overrides: Mapping[str, Any]) -> dict[str, P
                 seen[key] = profile.with_overrides(over or {}, f"rackgate_profile_overrides "
                                                                f"of inventory host {host}")
             except ProfileError as exc:
-                raise RunError(str(exc)) from None
+                raise Refusal(str(exc)) from None
         out[host] = seen[key]
     return out
 
 
 def refuse_if_nothing_applies(selected: Sequence[Check], profiles: Mapping[str, Profile]) -> None:
-    """RunError when every selected check is disabled or not applicable on every node: such a
+    """Refusal when every selected check is disabled or not applicable on every node: such a
     run could only skip, and skips never accept a node."""
     why: dict[str, str] = {}
     for host, prof in profiles.items():
@@ -169,7 +169,7 @@ def refuse_if_nothing_applies(selected: Sequence[Check], profiles: Mapping[str, 
             if skipped is None:
                 return
             why.setdefault(check.name, skipped.message)
-    raise RunError("nothing to run: every selected check is skipped on every node ("
+    raise Refusal("nothing to run: every selected check is skipped on every node ("
                    + "; ".join(f"{name}: {msg}" for name, msg in why.items()) + ")")
 
 
@@ -201,7 +201,7 @@ def prepare(inventory: Sequence[str], profile: Profile, *, group: str = "compute
             fabric_plan_file: Path | None = None, need_launch_host: bool = False) -> Prepared:
     """Resolve the inventory, the hosts, the checks, each node's profile, the launch host
     (when a check is launched across the nodes, or ``need_launch_host``: collecting through
-    SLURM), the fabric plan and the fabric host; RunError on bad overrides or a bad plan,
+    SLURM), the fabric plan and the fabric host; Refusal on bad overrides or a bad plan,
     or a run in which nothing would run."""
     inv = load_inventory(inventory)
     hosts = select_hosts(inv, group, limit)

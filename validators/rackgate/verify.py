@@ -49,7 +49,7 @@ class Verification:
 def verify(report_json: Path, profile: Profile | None = None,
            overrides_files: Sequence[Path] = ()) -> Verification:
     """Verify ``report_json`` against its run (module docstring); ``profile`` and
-    ``overrides_files`` as given to the ``rackgate judge`` that wrote it. RunError when
+    ``overrides_files`` as given to the ``rackgate judge`` that wrote it. Refusal when
     the report or the run's manifest cannot be read."""
     doc = read_verified(report_json)
     checked, problems = check_digests(report_json, doc)

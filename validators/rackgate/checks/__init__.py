@@ -1,8 +1,8 @@
 """The check registry: one module per check family, each registering its checks here.
 
 The families are listed in :func:`_build_registry`; each module's ``CHECKS`` are the checks
-it declares: checks that collect evidence (``checks.base.Check``) and rack-level
-judgements over every node's results (``checks.base.RackCheck``). Profiles are validated
+it declares: checks that collect evidence (``checks.shared.base.Check``) and rack-level
+judgements over every node's results (``checks.shared.base.RackCheck``). Profiles are validated
 against :data:`CATALOG`; :func:`load_profile` and :func:`profile_from_document` are
 ``rackgate.profile``'s, given this catalog.
 """
@@ -15,42 +15,31 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rackgate import profile as _profile
-from rackgate.checks.base import Check, RackCheck
+from rackgate.checks.shared.base import Check, RackCheck
 from rackgate.profile import CheckSpec, Profile
 
 
 def _build_registry() -> tuple[dict[str, Check], dict[str, RackCheck]]:
-    from rackgate.checks import (
-        conformance,
-        cooling,
-        disk_health,
-        drift,
-        fabric_as_built,
-        fabric_errors,
-        fabric_links,
-        fabric_sm,
-        fio,
-        gpu,
-        identity,
-        infiniband,
-        mpi,
-        nccl,
-        nccl_fabric,
+    from rackgate.checks import conformance, cooling, drift, identity, mpi, peers, redundancy
+    from rackgate.checks.fabric import (
+        as_built,
+        errors,
+        links,
         nic_pcie,
-        nvbandwidth,
-        nvlink_errors,
         pairwise,
-        peers,
-        redundancy,
-        topology,
+        ports,
+        sm,
     )
+    from rackgate.checks.gpu import health, nvbandwidth, nvlink_errors, topology
+    from rackgate.checks.nccl import fabric as nccl_fabric
+    from rackgate.checks.nccl import local as nccl
+    from rackgate.checks.storage import disk_health, fio
 
     registry: dict[str, Check] = {}
     rack: dict[str, RackCheck] = {}
-    for module in (identity, conformance, gpu, topology, infiniband, nic_pcie, redundancy,
-                   cooling, fio, nccl, nccl_fabric, mpi, pairwise, fabric_as_built,
-                   fabric_links, fabric_errors, fabric_sm, peers, drift, nvlink_errors,
-                   disk_health, nvbandwidth):
+    for module in (identity, conformance, health, topology, ports, nic_pcie, redundancy,
+                   cooling, fio, nccl, nccl_fabric, mpi, pairwise, as_built, links, errors, sm,
+                   peers, drift, nvlink_errors, disk_health, nvbandwidth):
         for check in module.CHECKS:
             if check.name in registry or check.name in rack:
                 raise RuntimeError(f"check {check.name} is registered twice")

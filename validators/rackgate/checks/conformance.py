@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from rackgate.checks.base import Check, HostNeeds, Params, Scope
+from rackgate.checks.shared.base import HostNeeds, NodeCheck, Params, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.conformance import Conformance, parse_conformance
 from rackgate.profile import Hardware, Threshold
@@ -123,7 +123,7 @@ def judge_conformance(c: Conformance, params: ConformanceParams,
 
 
 CHECKS = (
-    Check(
+    NodeCheck(
         name="node.conformance",
         scope=Scope.NODE,
         tags=frozenset({"conformance"}),

@@ -30,22 +30,22 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rackgate.checks.base import (
-    SECRET_FILE,
-    Check,
-    CommandError,
-    Params,
-    Scope,
-    compare,
-    metric_of,
-)
-from rackgate.checks.redfish_power import (
+from rackgate.checks.redundancy.psu_redfish import (
     HEALTH_STATES,
     ID_PATTERN,
     PsuRedfishParams,
     judge_psu_redfish,
 )
-from rackgate.checks.redfish_power import status_findings as _status_findings
+from rackgate.checks.redundancy.psu_redfish import status_findings as _status_findings
+from rackgate.checks.shared.base import (
+    SECRET_FILE,
+    CommandError,
+    ControlCheck,
+    Params,
+    Scope,
+    compare,
+    metric_of,
+)
 from rackgate.figures import figure
 from rackgate.model import Judgement, Metric, Status
 from rackgate.parsers.redfish import (
@@ -235,7 +235,7 @@ def judge_cdu(rec: CoolingRecord, params: CduParams, thresholds: Mapping[str, Th
 
 
 CHECKS = (
-    Check(
+    ControlCheck(
         name="redundancy.psu_redfish",
         scope=Scope.NODE,
         tags=frozenset({"redundancy", "power", "redfish"}),
@@ -246,10 +246,9 @@ CHECKS = (
         parse=parse_redfish_power,
         judge=judge_psu_redfish,
         applies=lambda hw: None if hw.psu is not None else "the profile has no power supplies",
-        runs_on="control",
         secret_var="rackgate_bmc_password",
     ),
-    Check(
+    ControlCheck(
         name="cooling.cdu",
         scope=Scope.NODE,
         tags=frozenset({"cooling", "redfish"}),
@@ -262,7 +261,6 @@ CHECKS = (
         judge=judge_cdu,
         # Hardware has no cooling field yet: list this check only in liquid-cooled profiles
         applies=lambda hw: None,
-        runs_on="control",
         secret_var="rackgate_bmc_password",
     ),
 )

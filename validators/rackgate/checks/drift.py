@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks.base import RackCheck
+from rackgate.checks.shared.base import RackCheck
 from rackgate.model import Result, Status
 
 CHECK = "rack.version_drift"

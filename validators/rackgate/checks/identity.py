@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackgate.checks.base import Check, HostNeeds, Params, RackCheck, Scope
+from rackgate.checks.shared.base import HostNeeds, NodeCheck, Params, RackCheck, Scope
 from rackgate.model import Judgement, Result, Status
 from rackgate.parsers.identity import FIELDS, GUIDS, Identity, parse_identity
 from rackgate.profile import Hardware, Threshold
@@ -67,7 +67,7 @@ def judge_identity(ident: Identity, params: IdentityParams,
                      details=details)
 
 
-IDENTITY = Check(
+IDENTITY = NodeCheck(
     name=NAME,
     scope=Scope.NODE,
     tags=frozenset({"identity", "certificate"}),

@@ -36,8 +36,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rackgate.checks.base import Check, CommandError, Params, Scope, compare, implausible
-from rackgate.collect.launch import (
+from rackgate.checks.shared.base import (
+    AcrossCheck,
+    CommandError,
+    Params,
+    Scope,
+    compare,
+    implausible,
+)
+from rackgate.commands.launch import (
     PARTITION,
     PROGRAM,
     Across,
@@ -215,13 +222,13 @@ def judge_nodes(run: AllreduceRun, p: AllreduceParams, thresholds: Mapping[str, 
 
 
 CHECKS = (
-    Check(
+    AcrossCheck(
         name=NAME, scope=Scope.RACK, tags=frozenset({"mpi", "fabric", "multinode"}),
         description="MPI_Allreduce bandwidth across the nodes, launched through the "
                     "scheduler (srun) or mpirun",
         params_model=AllreduceParams, metrics=frozenset({"busbw"}), better={"busbw": "higher"},
         command=allreduce_command,
-        parse=parse_mpi_allreduce, judge=judge_allreduce, runs_on="launcher",
+        parse=parse_mpi_allreduce, judge=judge_allreduce,
         judge_nodes=judge_nodes,
         baseline=(("busbw", "measured"),),  # the job's median busbw, one figure
     ),

@@ -29,7 +29,7 @@ from statistics import median
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from rackgate.checks.base import RackCheck
+from rackgate.checks.shared.base import RackCheck
 from rackgate.figures import with_unit
 from rackgate.model import Result, Status
 from rackgate.profile import Figure

@@ -22,9 +22,9 @@ What the collector guarantees, and how:
   its ``MAX_EVENT_RES`` (700,000 characters): the node collector's records (and a SLURM
   collection job's whole output) never travel in a result, but as files fetched from a
   private directory on their host (``collect.bundle``); a result that was emptied anyway
-  (an item's) is recorded as exactly that (``collect.record``).
+  (an item's) is recorded as exactly that (``collect.runner_events``).
 - **One benchmark per node at a time.** Every command on a node (or the launch host) runs
-  under the node lock wrapper (``collect.task.LOCK_SCRIPT``); a command that found the
+  under the node lock wrapper (``commands.task.LOCK_SCRIPT``); a command that found the
   lock held by another run (rc ``LOCK_BUSY_RC``) is recorded as ``not_run``.
 - **Nothing outlives an interrupted collection.** ansible-playbook starts through a small
   wrapper that records its pid and start time in the run directory
@@ -51,7 +51,7 @@ from typing import Any
 
 import yaml
 
-from rackgate.checks.base import SECRET_FILE
+from rackgate.checks.shared.base import SECRET_FILE
 from rackgate.collect.bundle import Bundle, bundled, job_name, on_host, slurm_job
 from rackgate.collect.processes import (
     RECORD_NAME,
@@ -60,9 +60,10 @@ from rackgate.collect.processes import (
     end_processes,
     private_dir,
 )
-from rackgate.collect.record import ProgressFn, Recorder, plain
-from rackgate.collect.task import KILL_AFTER_S, Stop, Task, attempt_token, run_token, wrapped
-from rackgate.collect.transport import ControlSideError, ansible_errors, control_failure, hint
+from rackgate.collect.runner_events import ProgressFn, Recorder, plain
+from rackgate.collect.stop import Stop
+from rackgate.commands.failure import ControlSideError, ansible_errors, control_failure, hint
+from rackgate.commands.task import KILL_AFTER_S, Task, attempt_token, run_token, wrapped
 from rackgate.documents import load_json
 from rackgate.environment import ansible_env, program
 from rackgate.store.evidence import EvidenceStore
@@ -166,7 +167,7 @@ def _playbook(tasks: Sequence[Task], inventory: Sequence[str], run_dir: Path, *,
               bundles: Sequence[Bundle] = (), fetched_to: dict[str, Path] | None = None
               ) -> tuple[str, str]:
     """Run the collect playbook over ``tasks`` (each an Ansible item, under the node lock
-    as attempt ``attempt``: :func:`collect.task.attempt_token`) and ``bundles`` (one
+    as attempt ``attempt``: :func:`commands.task.attempt_token`) and ``bundles`` (one
     command each, their members wrapped as the same attempt): (ansible-runner's status,
     Ansible's output, plain). Without ansible-playbook or ansible-runner on the control
     host: ControlSideError. ``ran`` receives the argv handed to Ansible per (host,

@@ -2,7 +2,7 @@
 
 Both collection paths run a node's own checks through the node collector
 (``programs/probes/node_collector.py``), which runs them one after the other, each exactly
-as it would run alone (under the node lock and ``timeout``: :func:`collect.task.wrapped`),
+as it would run alone (under the node lock and ``timeout``: :func:`commands.task.wrapped`),
 and returns their evidence records (``collect.framing``):
 
 - ``--via ansible`` (:func:`on_host`): Ansible runs the collector once per host, for all
@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rackgate.collect.framing import collector_argv, node_input
-from rackgate.collect.launch import NODE_NAME, LaunchError, when_slurm_ready
-from rackgate.collect.task import KILL_AFTER_S, Task, wrapped
+from rackgate.commands.launch import NODE_NAME, LaunchError, when_slurm_ready
+from rackgate.commands.task import KILL_AFTER_S, Task, wrapped
 
 QUEUE_WAIT_S = 60  # srun --immediate: the nodes were idle a moment ago
 JOB_PREFIX = "rackgate-collect-"
@@ -101,7 +101,7 @@ def _input(tasks: Sequence[Task], attempt: str, who: str
 def on_host(host: str, tasks: Sequence[Task], attempt: str, who: str
             ) -> tuple[Bundle, dict[Task, tuple[str, ...]]]:
     """The collector on ``host`` for its ``tasks`` (their node lock wrappers carry
-    ``attempt``: :func:`collect.task.attempt_token`), and the argv each member really runs."""
+    ``attempt``: :func:`commands.task.attempt_token`), and the argv each member really runs."""
     stdin, ran = _input(tasks, attempt, who)
     return Bundle(host, tuple(tasks), tuple(collector_argv(host, RECORDS)), stdin), ran
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from rackgate.collect.bundle import ERRORS, RECORDS, Bundle
 from rackgate.collect.framing import Decoded, Record, decode
 from rackgate.collect.slurm_records import decode_job
-from rackgate.collect.task import Task
+from rackgate.commands.task import Task
 from rackgate.model import last_words
 
 DEFAULT_MAX_EVENT_RES = 700_000  # ansible-runner's display callback: res over it is {}

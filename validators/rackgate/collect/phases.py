@@ -3,7 +3,7 @@
 1. Every node's own checks run first (phase 0: on the nodes, and on the control host).
 2. A node that was unreachable in phase 0 is left out of the jobs across the nodes
    (phase 1): they are planned again without it, so the others are measured, and the
-   manifest's ``launched`` record says who was left out and why (``collect.transport``'s
+   manifest's ``launched`` record says who was left out and why (``commands.failure``'s
    sentence). When every node under test (two or more) was unreachable for the same
    cause, the cause is on the control host's side (its ssh key, its network, the demo
    rack stopped): ControlSideError, and nothing is judged.
@@ -27,14 +27,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from rackgate.checks.base import Check
+from rackgate.checks.shared.base import Check
 from rackgate.collect.ansible import collect, release_nodes
-from rackgate.collect.launch import slurm_guarded
-from rackgate.collect.plan import Plan, plan
-from rackgate.collect.task import Stop, Task
-from rackgate.collect.transport import ControlSideError, did_not_answer, same_failure
+from rackgate.collect.schedule import Plan, plan
+from rackgate.collect.stop import Stop
+from rackgate.commands.failure import ControlSideError, did_not_answer, same_failure
+from rackgate.commands.launch import slurm_guarded
+from rackgate.commands.task import Task
 from rackgate.inventory import Inventory
-from rackgate.judge.evidence import broke_the_job
 from rackgate.parsers.launch_failure import find_culprits
 from rackgate.placement import (
     ACROSS_NODES,
@@ -43,6 +43,7 @@ from rackgate.placement import (
     NotRun,
     RunView,
 )
+from rackgate.placement.evidence import broke_the_job
 from rackgate.store.evidence import EvidenceError, EvidenceStore
 from rackgate.store.manifest import Launched
 
@@ -119,7 +120,7 @@ class Collection:
             return
         for t in tasks:
             if self.plan.phase_of[t.check] == ACROSS_NODES.phase:
-                self.launched.setdefault(t.check, Launched(self.view.nodes))
+                self.launched.setdefault(t.check, Launched(nodes=self.view.nodes))
 
         def progress(host: str, check: str, outcome: str) -> None:
             if outcome == "unreachable":
@@ -173,7 +174,7 @@ class Collection:
         view = replace(self.view, left_out=dict(left))
         nodes = AcrossNodes.job_nodes(view)
         for name in checks:
-            self.launched[name] = Launched(nodes, dict(left))
+            self.launched[name] = Launched(nodes=tuple(nodes), left_out=dict(left))
         if len(nodes) < MIN_NODES_ACROSS:
             return []
         replanned = plan(view, [self.checks[c] for c in checks], lambda h, c: False)

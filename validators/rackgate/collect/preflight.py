@@ -5,15 +5,15 @@ Three parts, the first two pure:
 
 - :func:`build` turns a run's view and checks into a :class:`Preflight`: the problems
   planning itself finds (a check's command that cannot be built for a host, a missing
-  credential variable: ``collect.plan``'s ``NotRun`` records; multi-node checks without a
-  launch host) and one probe :class:`~rackgate.collect.task.Task` per host with what it
+  credential variable: ``collect.schedule``'s ``NotRun`` records; multi-node checks without a
+  launch host) and one probe :class:`~rackgate.commands.task.Task` per host with what it
   asks (:class:`Need`): each check's tools (``command -v``), the directories it writes into
   (exists, writable, room for fio's files), the RDMA devices and netdevs the profile names
   (and, where the inventory sets rdma_device_naming, that the policy gives those names),
   root where a check needs it; on the control host, that each BMC credential decrypts and is
   not empty; on the launch host, that ``sinfo`` answers and ``srun --test-only`` accepts
   the nodes. The probe is ``programs/probes/preflight.py`` sent as text, every input its own
-  argv word, each identifier checked against ``collect.launch``'s patterns first.
+  argv word, each identifier checked against ``commands.launch``'s patterns first.
   A check that runs the first of several tools it finds (fabric.ports) needs one of them.
 - :func:`judge` turns the probes' answers into :class:`Problem` records, each naming the
   host, the check and the input (variable, path, tool, device).
@@ -29,17 +29,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rackgate.checks.base import SECRET_FILE, Check, HostNeeds
+from rackgate.checks.shared.base import SECRET_FILE, Check, HostNeeds
 from rackgate.collect.ansible import collect
-from rackgate.collect.launch import NODE_NAME, PARTITION, PATH_NAME, PROGRAM, RDMA_DEVICE
-from rackgate.collect.plan import plan
 from rackgate.collect.preflight_naming import naming_problems, needs_on
 from rackgate.collect.preflight_records import Answer, Kind, Need, Preflight, Probe, Problem
-from rackgate.collect.task import Stop, Task
-from rackgate.collect.transport import ControlSideError, did_not_answer, same_failure
+from rackgate.collect.schedule import plan
+from rackgate.collect.stop import Stop
+from rackgate.commands.failure import ControlSideError, did_not_answer, same_failure
+from rackgate.commands.launch import NODE_NAME, PARTITION, PATH_NAME, PROGRAM, RDMA_DEVICE
+from rackgate.commands.task import Task
 from rackgate.documents import load_json
 from rackgate.fabric.rails import rail_mismatches
-from rackgate.judge.evidence import not_applicable
 from rackgate.placement import (
     ACROSS_NODES,
     MIN_NODES_ACROSS,
@@ -52,9 +52,10 @@ from rackgate.placement import (
     RunView,
     placement_of,
 )
+from rackgate.placement.evidence import not_applicable
 from rackgate.programs.probes import source
+from rackgate.refusal import Refusal
 from rackgate.store.evidence import EvidenceError, EvidenceStore
-from rackgate.store.manifest import RunError
 
 PLAN_NODE, PLAN_CONTROL, PLAN_LAUNCH = "plan.node", "plan.control", "plan.launch"
 PROBE_TIMEOUT_S = 90  # the probe's own commands (sinfo, srun --test-only) wait 30 s each
@@ -343,7 +344,7 @@ def unreachable(problems: Sequence[Problem]) -> list[Problem]:
     return [p for p in problems if p.severity == "unreachable"]
 
 
-class PlanRefused(RunError):
+class PlanRefused(Refusal):
     """The plan found errors: nothing ran, and no run directory was made."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rackgate.checks.base import Check, CommandError, HostNeeds
+from rackgate.checks.shared.base import Check, CommandError, HostNeeds
 from rackgate.collect.preflight_records import Problem
 from rackgate.fabric.naming import NAMING_VAR, misnamed, misnamed_message, policy_problem
 from rackgate.placement import RunView, command_vars

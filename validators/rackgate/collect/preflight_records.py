@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rackgate.collect.task import Task
+from rackgate.commands.task import Task
 
 # "unreachable": a node under test that did not answer: the run judges it error and goes on
 # for the others (it refuses on an "error" only)

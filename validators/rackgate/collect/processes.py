@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from rackgate.collect.task import run_token
+from rackgate.commands.task import run_token
 from rackgate.documents import load_json
 
 RECORD_NAME = "collector.json"  # in the run directory while a collection runs

@@ -30,6 +30,7 @@ from pathlib import Path
 from rackgate.demo.boot import INIT_FORMAT, host_facts, init_gone
 from rackgate.environment import demo_settings
 from rackgate.inventory import Inventory
+from rackgate.refusal import Refusal
 
 REPO = Path(__file__).resolve().parents[3]
 STATE = REPO / ".state" / "demo"
@@ -56,7 +57,7 @@ LABEL = "io.rackgate.demo=1"
 PODMAN_CONNECTION = "containers.podman.podman"
 
 
-class DemoError(RuntimeError):
+class DemoError(Refusal):
     pass
 
 

@@ -11,7 +11,7 @@ every second until the block is left. The handler is installed once around a loo
 judgements (:func:`alarms`), the timer set and cleared around each (:class:`bounded`): two
 system calls per judgement. Signals reach
 only a process's main thread, which is where the judge runs (the CLI's process, and each
-forked worker of ``judge.run``); elsewhere, or without ``SIGALRM``, the bound is not kept
+forked worker of ``judge.stored``); elsewhere, or without ``SIGALRM``, the bound is not kept
 and judgements run unbounded, as before.
 
 >>> import time

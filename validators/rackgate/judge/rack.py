@@ -1,4 +1,4 @@
-"""The rack-level judgements over every node's results (``checks.base.RackCheck``: peer
+"""The rack-level judgements over every node's results (``checks.shared.base.RackCheck``: peer
 comparison, version drift, duplicate identities), as the rack's profile configures them
 in its ``rack:`` section. Pure: results and profile in, results out.
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 
-from rackgate.checks.base import RackCheck
-from rackgate.judge.evidence import finite
+from rackgate.checks.shared.base import RackCheck
 from rackgate.model import Result, Status, describe
+from rackgate.placement.evidence import finite
 from rackgate.profile import Profile
 
 

@@ -17,7 +17,7 @@ class ParseError(ValueError):
     """
 
 
-class LaunchError(ParseError):
+class LauncherFailed(ParseError):
     """The tool's output holds its launcher's fatal message (srun, mpirun): the job did not
     run as launched, so the output is no measurement. Reported as a launch error quoting the
     launcher, not as a damaged format (``parsers.launcher_text``)."""

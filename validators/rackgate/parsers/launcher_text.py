@@ -34,7 +34,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rackgate.parsers import LaunchError
+from rackgate.parsers import LauncherFailed
 from rackgate.parsers.launch_failure import trim_reason
 
 DASH_LINE = "-" * 74  # opal/util/show_help.c, PRRTE's and PMIx's show_help: dash_line
@@ -104,11 +104,11 @@ def launcher_lines(messages: Sequence[LauncherMessage]) -> frozenset[int]:
 
 
 def raise_if_fatal(messages: Sequence[LauncherMessage], tool: str) -> None:
-    """LaunchError quoting the first fatal message: the tool did not run as launched, and
+    """LauncherFailed quoting the first fatal message: the tool did not run as launched, and
     its output (rows or none) is not one measurement."""
     fatal = next((m for m in messages if m.fatal), None)
     if fatal is not None:
-        raise LaunchError(f"{tool}: line {fatal.first}: {fatal.source} reported a launch "
+        raise LauncherFailed(f"{tool}: line {fatal.first}: {fatal.source} reported a launch "
                          f"error: {fatal.text!r}: the job did not run as launched (the "
                          "launcher's message, not the tool's output)")
 

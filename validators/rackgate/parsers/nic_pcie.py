@@ -1,6 +1,6 @@
 """Parser for rackgate's NIC PCIe link probe (the ``fabric.nic_pcie`` check).
 
-The probe (a fixed ``sh -c`` script, checks/nic_pcie.py) lists the RDMA devices
+The probe (a fixed ``sh -c`` script, checks/fabric/nic_pcie.py) lists the RDMA devices
 (``/sys/class/infiniband/<device>``, Linux Documentation/ABI/stable/sysfs-class-infiniband)
 on a ``devices=`` line, then for each one ``<device>/<file>=<value>`` lines: the PCI
 device's ``current_link_width``, ``current_link_speed``, ``max_link_width`` and

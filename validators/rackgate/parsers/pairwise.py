@@ -1,4 +1,4 @@
-"""Parser for the output of rackgate's pairwise run (``checks/pairwise.py``): one
+"""Parser for the output of rackgate's pairwise run (``checks/fabric/pairwise.py``): one
 ``ib_write_bw`` server/client job per node pair, the pairs of a round in parallel (the job
 sequencer, ``programs/probes/srun_rounds.py``), printed after each round as sections, one per pair,
 in schedule order:

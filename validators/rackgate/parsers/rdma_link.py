@@ -35,7 +35,7 @@ import re
 from typing import Any
 
 from rackgate.parsers import ParseError
-from rackgate.parsers.ib_model import IbPort, IbStat, as_ca, device_name, text_lines
+from rackgate.parsers.infiniband.model import IbPort, IbStat, as_ca, device_name, text_lines
 from rackgate.parsers.strict_json import decode
 
 _STATES = frozenset({"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER", "UNKNOWN"})

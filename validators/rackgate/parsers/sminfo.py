@@ -1,6 +1,6 @@
 """The subnet managers as the fabric host sees them: the output of ``fabric.sm``'s script.
 
-The script (``checks/fabric_sm.py``) prints sections, each after a marker line ``###
+The script (``checks/fabric/sm.py``) prints sections, each after a marker line ``###
 rackgate-fabric-sm <section>`` and closed by ``### rackgate-fabric-sm rc=N`` (the tool's
 exit status; its stderr is in the section too), then ``### rackgate-fabric-sm done``:
 

@@ -1,20 +1,22 @@
 """Placements: where a check's command runs, and how its evidence becomes node results.
 
-A check says where it runs (``Check.runs_on``); :func:`placement_of` turns that into one
-of four placements, and nothing else in rackgate asks:
+A check's kind says where it runs (``checks.shared.base``: one type per kind);
+:func:`placement_of` turns that into one of four placements:
 
-- :data:`ON_NODE`: the command runs on each node under test, under the node's lock; each
-  node is judged from its own evidence.
-- :data:`ON_CONTROL_HOST`: the command runs on the host running rackgate, once per node
-  and about that node (its BMC: the BMC network is reached from there). rackgate's own
-  programs (``python3 -m rackgate.…``) run with rackgate's interpreter there.
-- :data:`ACROSS_NODES`: the command runs once per run on the launch host and starts a job
-  across every node under test (srun, mpirun); its command is given the nodes as a typed
-  :class:`~rackgate.collect.launch.Across`, and every node is judged from that one
-  evidence file. It runs after every node's own benchmarks (``phase`` 1): a job across the
-  nodes would load the very nodes fio is measuring.
-- :data:`ON_FABRIC`: the command runs once per fabric, on the fabric host, and is judged
-  against the fabric plan: every node under test gets the findings that bear on it.
+- :data:`ON_NODE` (a ``NodeCheck``): the command runs on each node under test, under the
+  node's lock; each node is judged from its own evidence.
+- :data:`ON_CONTROL_HOST` (a ``ControlCheck``): the command runs on the host running
+  rackgate, once per node and about that node (its BMC: the BMC network is reached from
+  there). rackgate's own programs (``python3 -m rackgate.…``) run with rackgate's
+  interpreter there.
+- :data:`ACROSS_NODES` (an ``AcrossCheck``): the command runs once per run on the launch
+  host and starts a job across every node under test (srun, mpirun); its command is given
+  the nodes as a typed :class:`~rackgate.commands.launch.Across`, and every node is judged
+  from that one evidence file. It runs after every node's own benchmarks (``phase`` 1): a
+  job across the nodes would load the very nodes fio is measuring.
+- :data:`ON_FABRIC` (a ``FabricCheck``): the command runs once per fabric, on the fabric
+  host, and is judged against the fabric plan: every node under test gets the findings that
+  bear on it.
 
 A placement plans its part of a run (:meth:`Placement.plan`: tasks to run, records of
 what cannot run, skips) from a :class:`RunView`, and judges its part of a stored run
@@ -27,8 +29,9 @@ placement has its module (``node``, ``across``, ``fabric``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from rackgate.checks.base import Check
+from rackgate.checks.shared.base import AcrossCheck, Check, ControlCheck, FabricCheck, NodeCheck
 from rackgate.placement.across import AcrossNodes
 from rackgate.placement.base import (
     LAUNCH_GROUP,
@@ -98,15 +101,17 @@ ON_NODE = OnNode()
 ON_CONTROL_HOST = OnControlHost()
 ACROSS_NODES = AcrossNodes()
 ON_FABRIC = OnFabric()
-PLACEMENTS: Mapping[str, Placement] = {p.name: p for p in (ON_NODE, ON_CONTROL_HOST,
+PLACEMENTS: Mapping[str, Placement[Any]] = {p.name: p for p in (ON_NODE, ON_CONTROL_HOST,
                                                            ACROSS_NODES, ON_FABRIC)}
+_OF_KIND: Mapping[type[Check], Placement[Any]] = {NodeCheck: ON_NODE, ControlCheck: ON_CONTROL_HOST,
+                                             AcrossCheck: ACROSS_NODES, FabricCheck: ON_FABRIC}
 
 
-def placement_of(check: Check) -> Placement:
-    """Where ``check`` runs. A check whose declared scope its placement cannot give (a
-    per-node check launched across the nodes, say) is a bug in its declaration."""
-    placement = PLACEMENTS[check.runs_on]
-    if check.scope not in placement.scopes:
-        raise ValueError(f"check {check.name}: scope {check.scope.value} cannot run "
-                         f"{placement.where}")
-    return placement
+def placement_of(check: Check) -> Placement[Any]:
+    """Where ``check`` runs: the placement of its kind.
+
+    >>> from rackgate.checks import REGISTRY
+    >>> placement_of(REGISTRY["fabric.links"]).where
+    'once, on the fabric host'
+    """
+    return _OF_KIND[type(check)]

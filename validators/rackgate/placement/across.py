@@ -8,9 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from rackgate.checks.base import Check, CommandError, Scope
-from rackgate.collect.launch import Across
-from rackgate.judge.evidence import absent_from_profile, judge_launched, not_applicable
+from rackgate.checks.shared.base import AcrossCheck, CommandError, Scope
+from rackgate.commands.launch import Across
 from rackgate.model import Result, Status
 from rackgate.placement.base import (
     MIN_NODES_ACROSS,
@@ -24,10 +23,11 @@ from rackgate.placement.base import (
     Usable,
     lock_file,
 )
+from rackgate.placement.evidence import absent_from_profile, judge_launched, not_applicable
 from rackgate.store.manifest import Launched
 
 
-class AcrossNodes(JudgedOnce):
+class AcrossNodes(JudgedOnce[AcrossCheck]):
     """The command runs once on the launch host and starts a job across every node."""
 
     name = "launcher"
@@ -35,7 +35,7 @@ class AcrossNodes(JudgedOnce):
     scopes = frozenset({Scope.RACK, Scope.NODE_PAIR})
     phase = 1
 
-    def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
+    def plan(self, check: AcrossCheck, view: RunView, usable: Usable) -> list[Planned]:
         host = view.launch_host
         nodes = self.job_nodes(view)
         if host is None or len(nodes) < MIN_NODES_ACROSS or usable(host, check.name):
@@ -64,7 +64,7 @@ class AcrossNodes(JudgedOnce):
         # exclusive one would block.
         return None if host in view.nodes else lock_file(host, hostvars)
 
-    def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
+    def judge(self, check: AcrossCheck, job: JudgeJob, reader: EvidenceReader,
               hosts: Sequence[str]) -> Judged:
         """Every node's result from the one evidence file of the job across ``hosts``.
 
@@ -91,7 +91,7 @@ class AcrossNodes(JudgedOnce):
                 return every(f"no launch path for multi-node checks at this site: "
                              f"{job.no_launch_reason} (rackgate_no_launch_reason)", Status.SKIP)
             return every(NO_LAUNCH_HOST)
-        launched = job.launched.get(name, Launched(tuple(hosts)))
+        launched = job.launched.get(name, Launched(nodes=tuple(hosts)))
         left = {h: launched.left_out[h] for h in hosts if h in launched.left_out}
         ran = [h for h in hosts if h in launched.nodes]
         out = Judged([Result(h, name, Status.ERROR, f"left out of the job across the nodes: "

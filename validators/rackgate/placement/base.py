@@ -7,13 +7,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from rackgate.checks.base import Check, CommandError, Scope
-from rackgate.collect.task import DEFAULT_LOCK_FILE, Task
+from rackgate.checks.shared.base import Check, CommandError, Scope
+from rackgate.commands.task import DEFAULT_LOCK_FILE, Task
 from rackgate.fabric.plan import FabricPlan
-from rackgate.judge.evidence import not_applicable
 from rackgate.model import Result, Status
+from rackgate.placement.evidence import not_applicable
 from rackgate.profile import Profile
 from rackgate.store.evidence import Evidence, EvidenceError
 from rackgate.store.manifest import Launched
@@ -169,7 +169,10 @@ def lock_file(host: str, hostvars: Mapping[str, Any]) -> str:
     return path
 
 
-class Placement:
+K = TypeVar("K", bound=Check)  # the kind of check a placement runs
+
+
+class Placement(Generic[K]):
     """Where a check's command runs; subclasses plan and judge their part of a run."""
 
     name: ClassVar[str]
@@ -177,12 +180,12 @@ class Placement:
     scopes: ClassVar[frozenset[Scope]] = frozenset({Scope.NODE})  # what one result covers
     phase: ClassVar[int] = 0  # collection runs phase 0 first, then phase 1
 
-    def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
+    def plan(self, check: K, view: RunView, usable: Usable) -> list[Planned]:
         raise NotImplementedError
 
     # -- shared by the placements ------------------------------------------------------
 
-    def _task(self, host: str, check: Check, profile: Profile, view: RunView,
+    def _task(self, host: str, check: K, profile: Profile, view: RunView,
               extra: Callable[[], tuple[Any, ...]] = tuple) -> Planned:
         """One (host, check): a Task, or why it cannot run, or a skip."""
         hostvars = view.hostvars.get(host)
@@ -201,13 +204,18 @@ class Placement:
             lock = self._lock(host, hostvars, view)
         except CommandError as exc:
             return NotRun(host, check.name, f"inventory host {host}: {exc}")
-        if check.secret_var and check.secret_var not in hostvars:
-            return NotRun(host, check.name, f"inventory host {host} has no {check.secret_var} "
+        secret_var = self._secret_var(check)
+        if secret_var and secret_var not in hostvars:
+            return NotRun(host, check.name, f"inventory host {host} has no {secret_var} "
                                             f"(the BMC password; vault it)")
         return Task(host, check.name, tuple(self._argv(argv, view)), check.timeout_s(params),
-                    on_control=self._on_control, secret_var=check.secret_var, lock_file=lock)
+                    on_control=self._on_control, secret_var=secret_var, lock_file=lock)
 
     _on_control: ClassVar[bool] = False
+
+    def _secret_var(self, check: K) -> str | None:
+        """The inventory variable holding the credential the command reads, if any."""
+        return None
 
     def _lock(self, host: str, hostvars: Mapping[str, Any], view: RunView) -> str | None:
         return lock_file(host, hostvars)
@@ -216,11 +224,11 @@ class Placement:
         return argv
 
 
-class JudgedOnce(Placement):
+class JudgedOnce(Placement[K]):
     """A placement whose checks leave one evidence file for every node under test (a job
     across the nodes, a query of the fabric): judged once, for all of them."""
 
-    def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
+    def judge(self, check: K, job: JudgeJob, reader: EvidenceReader,
               hosts: Sequence[str]) -> Judged:
         raise NotImplementedError
 

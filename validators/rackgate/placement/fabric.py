@@ -17,9 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from rackgate.checks.base import Check, Scope
-from rackgate.collect.task import Task
-from rackgate.judge.evidence import absent_from_profile, judge_fabric, not_applicable
+from rackgate.checks.shared.base import FabricCheck, Scope
+from rackgate.commands.task import Task
 from rackgate.model import Result, Status
 from rackgate.placement.base import (
     EvidenceReader,
@@ -31,6 +30,7 @@ from rackgate.placement.base import (
     RunView,
     Usable,
 )
+from rackgate.placement.evidence import absent_from_profile, judge_fabric, not_applicable
 
 FABRIC_HOST_VAR = "rackgate_fabric_host"
 FABRIC_GROUP = "subnet_managers"
@@ -58,14 +58,14 @@ def wrapper(hostvars: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(words)
 
 
-class OnFabric(JudgedOnce):
+class OnFabric(JudgedOnce[FabricCheck]):
     """The command runs once, on the fabric host; judged against the fabric plan."""
 
     name = "fabric"
     where = "once, on the fabric host"
     scopes = frozenset({Scope.RACK})
 
-    def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
+    def plan(self, check: FabricCheck, view: RunView, usable: Usable) -> list[Planned]:
         host = view.fabric_host
         if view.fabric is None or host is None or usable(host, check.name):
             return []  # judged as NO_PLAN / NO_FABRIC_HOST / already collected
@@ -81,7 +81,7 @@ class OnFabric(JudgedOnce):
     def _lock(self, host: str, hostvars: Mapping[str, Any], view: RunView) -> str | None:
         return None  # read-only management queries: no benchmark to keep apart
 
-    def judge(self, check: Check, job: JudgeJob, reader: EvidenceReader,
+    def judge(self, check: FabricCheck, job: JudgeJob, reader: EvidenceReader,
               hosts: Sequence[str]) -> Judged:
         """Every node's result from the fabric host's one evidence file. A node under test
         that the plan does not know is an ``error``: nothing says how it is cabled."""

@@ -6,13 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rackgate.checks.base import Check
-from rackgate.judge.evidence import (
-    absent_from_profile,
-    judge_evidence,
-    missing_evidence,
-    not_applicable,
-)
+from rackgate.checks.shared.base import ControlCheck, NodeCheck
 from rackgate.model import Result
 from rackgate.placement.base import (
     EvidenceReader,
@@ -24,23 +18,30 @@ from rackgate.placement.base import (
     Usable,
     params_mismatch,
 )
+from rackgate.placement.evidence import (
+    absent_from_profile,
+    judge_evidence,
+    missing_evidence,
+    not_applicable,
+)
 from rackgate.store.evidence import EvidenceError
 
 
-class OnNode(Placement):
+class OnNode(Placement[NodeCheck | ControlCheck]):
     """The command runs on each node under test, under the node lock. Its evidence is per
-    node, so it is judged node by node (:meth:`judge_node`, in ``judge.run``'s parallel
+    node, so it is judged node by node (:meth:`judge_node`, in ``judge.stored``'s parallel
     loop)."""
 
     name = "node"
     where = "on the node"
 
-    def plan(self, check: Check, view: RunView, usable: Usable) -> list[Planned]:
+    def plan(self, check: NodeCheck | ControlCheck, view: RunView, usable: Usable) -> list[Planned]:
         return [self._task(h, check, view.profiles[h], view) for h in view.nodes
                 if not usable(h, check.name)]
 
-    def judge_node(self, check: Check, job: JudgeJob, reader: EvidenceReader, host: str,
-                   judged: Judged, mismatches: dict[tuple[str, str, str], str]) -> Result:
+    def judge_node(self, check: NodeCheck | ControlCheck, job: JudgeJob,
+                   reader: EvidenceReader, host: str, judged: Judged,
+                   mismatches: dict[tuple[str, str, str], str]) -> Result:
         """One node's result, recording its evidence's digest and duration in ``judged``;
         ``mismatches`` caches parameter comparisons per (check, profiles) across calls."""
         name = check.name
@@ -76,6 +77,9 @@ class OnControlHost(OnNode):
 
     def _lock(self, host: str, hostvars: Mapping[str, Any], view: RunView) -> str | None:
         return None
+
+    def _secret_var(self, check: NodeCheck | ControlCheck) -> str | None:
+        return check.secret_var if isinstance(check, ControlCheck) else None
 
     def _argv(self, argv: Sequence[str], view: RunView) -> Sequence[str]:
         if list(argv[:2]) == ["python3", "-m"] and len(argv) > 2 \

@@ -19,7 +19,7 @@ reads ``/redfish/v1/ThermalEquipment/CDUs/<id>`` and follows ``PrimaryCoolantCon
 ``SecondaryCoolantConnectors`` and ``LeakDetection`` (with its ``LeakDetectors``
 collection). Collection decides nothing: parsing and judging happen
 later (``rackgate.parsers.redfish``, ``rackgate.checks.cooling``,
-``rackgate.checks.redfish_power``).
+``rackgate.checks.redundancy.psu_redfish``).
 
 Exit status: 0 collected; 1 the service answered with an HTTP error, refused the
 credentials, could not be reached or timed out (stderr names the URL and the status);

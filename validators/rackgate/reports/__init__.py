@@ -23,6 +23,7 @@ from typing import Any
 from rackgate.documents import DocumentError, load_json
 from rackgate.model import SHOWN_FIRST, RackVerdict, Result, Status
 from rackgate.profile import Profile
+from rackgate.refusal import Refusal
 from rackgate.reports.reasons import MAX_NAMED as MAX_NAMED
 from rackgate.reports.reasons import named as named
 from rackgate.reports.reasons import of_rack
@@ -97,7 +98,7 @@ def report_document(rack: RackVerdict, manifest: Mapping[str, Any], profile: Pro
                     places: Mapping[str, Mapping[str, Any] | None] | None = None,
                     durations: Mapping[tuple[str, str], float] | None = None) -> dict[str, Any]:
     """The JSON report as a dict; ``pairwise`` are judged node-pair matrices, already in
-    their report form (``rackgate.checks.pairs.PairwiseMatrix.to_doc()``), added only when
+    their report form (``rackgate.checks.shared.pairs.PairwiseMatrix.to_doc()``), added only when
     given; ``places`` each node's rack and unit (``inventory.place_of``), ``durations``
     how long each (node, check)'s evidence command ran, in seconds."""
     durations = durations or {}
@@ -194,7 +195,7 @@ def checks_in(doc: Mapping[str, Any]) -> Sequence[str]:
     return list(seen)
 
 
-class UnreadableReport(ValueError):
+class UnreadableReport(Refusal, ValueError):
     """A report.json that cannot be read, said in one line naming the file."""
 
 

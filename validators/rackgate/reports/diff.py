@@ -53,7 +53,7 @@ DEFAULT_FIGURE_THRESHOLD_PCT = 5.0
 IDENTITY_CHECK = "node.identity"  # its details are the node's ``identity`` object
 # Versions and serials other checks record in their details (as rack.version_drift reads
 # them): the GPU driver, CUDA, VBIOS and each GPU's bus id, serial, UUID and VBIOS
-# (checks/gpu.py), each HCA's firmware (checks/infiniband.py, ``fw.<device>``).
+# (checks/gpu/health.py), each HCA's firmware (checks/fabric/ports.py, ``fw.<device>``).
 VERSION_DETAILS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("gpu.health", re.compile(r"(?:driver_version|cuda_version|vbios_versions|gpu\d+)\Z")),
     ("fabric.ports", re.compile(r"fw\..+\Z")),

@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rackgate.model import Status, Verdict
+from rackgate.refusal import Refusal
 from rackgate.reports import SCHEMA as REPORT_SCHEMA
 
 STATUSES = tuple(s.label for s in Status)
 VERDICTS = tuple(v.value for v in Verdict)
 
 
-class DiffError(ValueError):
+class DiffError(Refusal, ValueError):
     """A report the diff cannot read, said in one line naming the report and the field."""
 
 

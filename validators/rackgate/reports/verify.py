@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rackgate.documents import load_json
-from rackgate.store.manifest import RunError
+from rackgate.refusal import Refusal
 
 
 def verify_report(report_json: Path) -> tuple[int, list[str]]:
@@ -28,24 +28,24 @@ def verify_report(report_json: Path) -> tuple[int, list[str]]:
 
 
 def read_verified(report_json: Path) -> Any:
-    """The report document to verify, as JSON; RunError naming the file when unreadable."""
+    """The report document to verify, as JSON; Refusal naming the file when unreadable."""
     try:
         doc = load_json(report_json.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise RunError(f"{report_json}: cannot read the report: {exc}") from None
+        raise Refusal(f"{report_json}: cannot read the report: {exc}") from None
     return doc
 
 
 def check_digests(report_json: Path, doc: Any) -> tuple[int, list[str]]:
     """:func:`verify_report` of a report already read: ``doc``, read from ``report_json``."""
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
-        raise RunError(f"{report_json}: not a rackgate report (no nodes list)")
+        raise Refusal(f"{report_json}: not a rackgate report (no nodes list)")
     run_dir = evidence_dir(report_json, doc)
     checked, problems = 0, []
     for node in doc["nodes"]:
         results = node.get("results") if isinstance(node, dict) else None
         if not isinstance(results, list):
-            raise RunError(f"{report_json}: a node entry has no results list: {node!r:.80}")
+            raise Refusal(f"{report_json}: a node entry has no results list: {node!r:.80}")
         for r in results:
             if not isinstance(r, dict) or not r.get("evidence") or not r.get("evidence_sha256"):
                 continue

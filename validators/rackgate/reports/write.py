@@ -16,11 +16,11 @@ from typing import Any
 
 from rackgate.documents import load_json
 from rackgate.model import describe
+from rackgate.refusal import Refusal
 from rackgate.reports.html import render_html
 from rackgate.reports.junit import iter_junit
 from rackgate.reports.markdown import render_markdown
 from rackgate.store.evidence import atomic_write
-from rackgate.store.manifest import RunError
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def keep_earlier(out: Path) -> None:
 
 def keep_revision(out: Path, revision: int) -> None:
     """Copy the reports in ``out`` (report.json, .html, .xml, those there) to revision
-    ``revision``'s names, so that judging the next revision keeps them; RunError naming
+    ``revision``'s names, so that judging the next revision keeps them; Refusal naming
     the file when one cannot be copied."""
     paths = report_paths(out)
     for path in (paths.json, paths.html, paths.junit):
@@ -72,7 +72,7 @@ def keep_revision(out: Path, revision: int) -> None:
             if path.is_file():
                 atomic_write(revision_path(path, revision), path.read_bytes())
         except OSError as exc:
-            raise RunError(f"cannot keep {path} as revision {revision}: "
+            raise Refusal(f"cannot keep {path} as revision {revision}: "
                            f"{exc.strerror or exc}") from None
 
 
@@ -151,7 +151,7 @@ def evidence_base(run_dir: Path | None, out: Path) -> str:
 
 def write_reports(doc: dict[str, Any], out: Path, run_dir: Path | None = None) -> Reports:
     """Write every report of ``doc`` into ``out`` (the HTML report's evidence links lead
-    into ``run_dir``, the run directory; into ``out`` without one). RunError when
+    into ``run_dir``, the run directory; into ``out`` without one). Refusal when
     report.json cannot be written, or (after writing the others) when a renderer failed."""
     paths = report_paths(out)
     base = evidence_base(run_dir, out)
@@ -165,7 +165,7 @@ def write_reports(doc: dict[str, Any], out: Path, run_dir: Path | None = None) -
         atomic_write(paths.json, data)
         del data
     except OSError as exc:
-        raise RunError(f"cannot write {paths.json}: {exc.strerror or exc}") from None
+        raise Refusal(f"cannot write {paths.json}: {exc.strerror or exc}") from None
     failed = []
     renderers: tuple[tuple[Path, Callable[[dict[str, Any]], bytes | bytearray]], ...] = (
         (paths.html, _encoded(lambda d: render_html(d, base))), (paths.junit, junit_bytes),
@@ -176,5 +176,5 @@ def write_reports(doc: dict[str, Any], out: Path, run_dir: Path | None = None) -
         except Exception as exc:  # the other reports are still written
             failed.append(f"{path.name}: {describe(exc)}")
     if failed:
-        raise RunError(f"{paths.json} written, but not " + "; ".join(failed))
+        raise Refusal(f"{paths.json} written, but not " + "; ".join(failed))
     return paths

@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rackgate.collect.ansible import collect
-from rackgate.collect.task import Stop, Task
+from rackgate.collect.stop import Stop
+from rackgate.commands.task import Task
 from rackgate.documents import load_json
 from rackgate.inventory import InventoryError, load_inventory
+from rackgate.refusal import Refusal
 from rackgate.reports import UnreadableReport, read_report
 from rackgate.scheduler import kubernetes as k8s
 from rackgate.scheduler.drain import (
@@ -56,7 +58,7 @@ from rackgate.scheduler.stale import stale_time, stale_warnings
 from rackgate.selection import launch_host
 from rackgate.store.evidence import EvidenceError, EvidenceStore, write_json
 from rackgate.store.history import HistoryError, default_history_path, later_runs, open_history
-from rackgate.store.manifest import RunError, new_stamped_dir, read_manifest
+from rackgate.store.manifest import Manifest, new_stamped_dir, read_manifest
 
 Scheduler = Literal["slurm", "kubernetes"]
 RECORD_MAX_BYTES = 64 * 2**20  # a record of 10,000 nodes' actions is a few MB
@@ -84,17 +86,18 @@ def drain(run_dir: Path, *, scheduler: Scheduler | None = None, dry_run: bool = 
           kubeconfig: str | None = None, forks: int = 20,
           stop: Stop | None = None) -> DrainOutcome:
     """Decide per node of the run's report, and unless ``dry_run``, act; a node rejected
-    only on errors (could not measure) is drained only with ``include_errors``. RunError
+    only on errors (could not measure) is drained only with ``include_errors``. Refusal
     when the run, its report or the scheduler cannot be used."""
     manifest = read_manifest(run_dir)
     run_id, nodes = run_report(run_dir, manifest)
-    inventory = manifest["inventory"]
+    inventory = manifest.inventory
     stop = stop or Stop()
     records = read_records(run_dir, run_id, scheduler or "slurm")
-    later = _later_runs(run_dir, run_id, [n.name for n in nodes], manifest)
+    ended_at = manifest.finished or manifest.started
+    later = _later_runs(run_dir, run_id, [n.name for n in nodes], ended_at)
 
     def stale(states: Mapping[str, NodeState]) -> list[str]:
-        return stale_warnings(run_id, manifest, states, records, later)
+        return stale_warnings(run_id, ended_at, states, records, later)
 
     if scheduler == "kubernetes":
         return _kubernetes(run_dir, run_id, nodes, records, inventory, kubeconfig,
@@ -103,7 +106,7 @@ def drain(run_dir: Path, *, scheduler: Scheduler | None = None, dry_run: bool = 
                            warnings=tuple(stale({})))
     launch = _launch_host(manifest, nodes)
     if not launch:
-        raise RunError(f"run {run_id}: no SLURM launch host: SLURM's commands run on the "
+        raise Refusal(f"run {run_id}: no SLURM launch host: SLURM's commands run on the "
                        f"nodes' rackgate_launch_host, or the first host of group "
                        f"slurm_controller, and {', '.join(inventory)} names neither"
                        + ("" if scheduler else "; give --scheduler kubernetes for a "
@@ -113,7 +116,7 @@ def drain(run_dir: Path, *, scheduler: Scheduler | None = None, dry_run: bool = 
                   stop=stop, stale=stale)
 
 
-def run_report(run_dir: Path, manifest: Mapping[str, Any]) -> tuple[str, list[ReportNode]]:
+def run_report(run_dir: Path, manifest: Manifest) -> tuple[str, list[ReportNode]]:
     """The run id and nodes of the run's report.json, checked against its manifest."""
     try:
         doc, path = read_report(run_dir)
@@ -122,19 +125,19 @@ def run_report(run_dir: Path, manifest: Mapping[str, Any]) -> tuple[str, list[Re
         source = str(path)
         run_id, nodes = report_nodes(doc, source)
     except (UnreadableReport, ReportError, ValueError) as exc:
-        raise RunError(str(exc)) from None
-    if run_id != manifest["run_id"]:
-        raise RunError(f"{source}: field run.run_id {run_id!r} is not this run's "
-                       f"({manifest['run_id']!r} in manifest.json)")
+        raise Refusal(str(exc)) from None
+    if run_id != manifest.run_id:
+        raise Refusal(f"{source}: field run.run_id {run_id!r} is not this run's "
+                       f"({manifest.run_id!r} in manifest.json)")
     return run_id, nodes
 
 
 def _later_runs(run_dir: Path, run_id: str, nodes: Sequence[str],
-                manifest: Mapping[str, Any]) -> list[tuple[str, str, list[str]]] | str:
+                ended: str | None) -> list[tuple[str, str, list[str]]] | str:
     """The runs of the history (beside the run directory) first judged after this run
-    ended, that judged any of ``nodes``; or why the history could not be read."""
+    ended (``ended``), that judged any of ``nodes``; or why the history could not be
+    read."""
     path = default_history_path(run_dir.resolve().parent)
-    ended = manifest.get("finished") or manifest.get("started")
     if not path.is_file() or stale_time(ended) is None:
         return []  # no history, or no time of the run's end to compare with
     try:
@@ -189,15 +192,15 @@ def read_records(run_dir: Path, run_id: str, scheduler: str) -> Records:
     return Records({n: frozenset(r) for n, r in drained.items()}, tuple(unreadable), last)
 
 
-def _launch_host(manifest: Mapping[str, Any], nodes: Sequence[ReportNode]) -> str | None:
+def _launch_host(manifest: Manifest, nodes: Sequence[ReportNode]) -> str | None:
     """The host the run launched its jobs across the nodes from; for a run without such
     jobs, the one the inventory names (as ``validate`` would choose it)."""
-    if manifest.get("launch_host"):
-        return str(manifest["launch_host"])
+    if manifest.launch_host:
+        return manifest.launch_host
     try:
-        return launch_host(load_inventory(manifest["inventory"]), [n.name for n in nodes])
+        return launch_host(load_inventory(manifest.inventory), [n.name for n in nodes])
     except InventoryError as exc:
-        raise RunError(str(exc)) from None
+        raise Refusal(str(exc)) from None
 
 
 def _slurm(run_dir: Path, run_id: str, nodes: Sequence[ReportNode], records: Records,
@@ -237,7 +240,7 @@ def _kubernetes(run_dir: Path, run_id: str, nodes: Sequence[ReportNode], records
                       tuple(k8s.state_argv(n.name, kubeconfig)), COMMAND_TIMEOUT_S,
                       on_control=True, lock_file=None) for n in nodes]
     except ValueError as exc:
-        raise RunError(f"run {run_id}: {exc}") from None
+        raise Refusal(f"run {run_id}: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="rackgate-drain-") as tmp:
         record = Path(tmp) if dry_run else new_stamped_dir(run_dir / "scheduler", "drain")
         store = EvidenceStore(record, sync=not dry_run)

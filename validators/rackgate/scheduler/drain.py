@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rackgate.collect.launch import NODE_NAME
+from rackgate.commands.launch import NODE_NAME
 from rackgate.scheduler import kubernetes as k8s
 from rackgate.scheduler import slurm
 from rackgate.scheduler.kubernetes import TaintState

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rackgate.collect.launch import NODE_NAME, PATH_NAME, plain
+from rackgate.commands.launch import NODE_NAME, PATH_NAME, plain
 from rackgate.documents import load_json
 
 TAINT = "rackgate/rejected"

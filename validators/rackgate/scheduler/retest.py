@@ -38,14 +38,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from rackgate.collect.task import Stop
+from rackgate.collect.stop import Stop
 from rackgate.model import describe
 from rackgate.scheduler import slurm
 from rackgate.scheduler.apply import read_records, run_report
 from rackgate.scheduler.drain import FAILED, Decision, Records, decide_slurm, hold_of
 from rackgate.scheduler.session import Done, SlurmSession
 from rackgate.scheduler.slurm import NodeState
-from rackgate.store.manifest import new_stamped_dir
+from rackgate.store.manifest import Manifest, new_stamped_dir
 
 FORKS = 20  # the commands all run on the one launch host
 Say = Callable[[str], None]
@@ -82,9 +82,9 @@ class RetestDrains:
     """The lift before a retest's jobs and the settle after it (see the module) for the
     ``nodes`` it retests of run ``run_id``, whose SLURM commands run on ``launch``."""
 
-    def __init__(self, run_dir: Path, manifest: Mapping[str, object], nodes: Sequence[str],
+    def __init__(self, run_dir: Path, manifest: Manifest, nodes: Sequence[str],
                  launch: str, inventory: Sequence[str], say: Say) -> None:
-        self.run_dir, self.run_id = run_dir, str(manifest["run_id"])
+        self.run_dir, self.run_id = run_dir, manifest.run_id
         self.manifest, self.nodes, self.launch = manifest, tuple(nodes), launch
         self.inventory, self.say = tuple(inventory), say
         self.lifted: tuple[str, ...] = ()

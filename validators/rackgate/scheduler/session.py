@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from rackgate.collect.ansible import collect
-from rackgate.collect.task import Stop, Task
+from rackgate.collect.stop import Stop
+from rackgate.commands.task import Task
 from rackgate.model import last_words
+from rackgate.refusal import Refusal
 from rackgate.scheduler import slurm
 from rackgate.scheduler.drain import Decision
 from rackgate.scheduler.slurm import NodeState
 from rackgate.store.evidence import EvidenceError, EvidenceStore, write_json
-from rackgate.store.manifest import RunError
 
 COMMAND_TIMEOUT_S = 60  # sinfo and scontrol answer in well under a second when slurmctld is up
 STATE = "scheduler.state"
@@ -94,7 +95,7 @@ class SlurmSession:
         self.stop.check()
 
     def states(self, names: Sequence[str]) -> dict[str, NodeState]:
-        """What sinfo says of ``names`` (with the time of each reason); RunError when it
+        """What sinfo says of ``names`` (with the time of each reason); Refusal when it
         does not answer."""
         task = Task(self.launch, STATE, tuple(slurm.timed_sinfo_argv(names)),
                     COMMAND_TIMEOUT_S, lock_file=None)
@@ -102,15 +103,15 @@ class SlurmSession:
         try:
             ev, stdout = self.store.read(self.launch, STATE)
         except EvidenceError as exc:
-            raise RunError(f"{self.launch}: sinfo: {exc}") from None
+            raise Refusal(f"{self.launch}: sinfo: {exc}") from None
         if ev.outcome != "completed" or ev.rc != 0:
             said = last_words(ev.stderr or ev.message or "", 300)
-            raise RunError(f"{self.launch}: {' '.join(task.argv)}: {ev.outcome}, rc {ev.rc}: "
+            raise Refusal(f"{self.launch}: {' '.join(task.argv)}: {ev.outcome}, rc {ev.rc}: "
                            f"{said or 'no message'} (is slurmctld running?)")
         try:
             return slurm.parse_timed_states(stdout)
         except ValueError as exc:
-            raise RunError(f"{self.launch}: {exc}") from None
+            raise Refusal(f"{self.launch}: {exc}") from None
 
     def apply(self, run_id: str, decisions: Sequence[Decision],
               names: Sequence[str]) -> tuple[Done, ...]:

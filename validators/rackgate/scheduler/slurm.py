@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackgate.collect.launch import NODE_NAME, plain
+from rackgate.commands.launch import NODE_NAME, plain
 from rackgate.programs.probes.slurm_ready import node_states
 
 # A run id as new_run_dir makes it (<UTC stamp>-<profile>[-<n>]); anything plain is taken.

@@ -10,9 +10,9 @@ drain does (it still acts: the warnings say what to look at).
   of it) that SLURM no longer holds for this run: it was resumed, or drained again, since.
 
 >>> from rackgate.scheduler.slurm import NodeState
->>> m = {"finished": "2026-12-03T10:00:00+00:00"}
 >>> st = {"n1": NodeState("n1", "drained", "ops: fan", 1796292000)}
->>> print(stale_warnings("r1", m, st, Records(), [("r2", "runs/r2", ["n1"])])[0])
+>>> later = [("r2", "runs/r2", ["n1"])]
+>>> print(stale_warnings("r1", "2026-12-03T10:00:00+00:00", st, Records(), later)[0])
 ... # doctest: +NORMALIZE_WHITESPACE
 run r2 (runs/r2) came after this one and judged n1: rackgate drain runs/r2 acts on the newer
 verdicts
@@ -52,10 +52,12 @@ def _iso(seconds: int) -> str:
         return f"{seconds} s after the epoch"
 
 
-def stale_warnings(run_id: str, manifest: Mapping[str, Any], states: Mapping[str, NodeState],
+def stale_warnings(run_id: str, ended_at: str | None, states: Mapping[str, NodeState],
                    records: Records, later: LaterRuns) -> list[str]:
     """One line per reason to think the run is stale (see the module); ``later``: the
-    history's later runs of these nodes, or why the history could not be read."""
+    history's later runs of these nodes, or why the history could not be read;
+    ``ended_at``: when the run's last collection ended (its manifest's finished, else
+    started)."""
     out: list[str] = []
     if isinstance(later, str):
         out.append(f"the run history could not be read to look for later runs: {later}")
@@ -63,7 +65,7 @@ def stale_warnings(run_id: str, manifest: Mapping[str, Any], states: Mapping[str
         out += [f"run {rid} ({where}) came after this one and judged {_named(nodes)}: "
                 f"rackgate drain {where} acts on the newer verdicts"
                 for rid, where, nodes in later]
-    ended = stale_time(manifest.get("finished") or manifest.get("started"))
+    ended = stale_time(ended_at)
     for node, st in states.items():
         mine = records.shows(node, st.reason)
         if st.since is not None and ended is not None and not mine \

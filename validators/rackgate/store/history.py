@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rackgate.model import Status
+from rackgate.refusal import Refusal
 
 REPORT_SCHEMA = "rackgate.report/1"
 APPLICATION_ID = 0x52474854  # "RGHT": marks a file as a rackgate history (PRAGMA application_id)
@@ -90,7 +91,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
-class HistoryError(RuntimeError):
+class HistoryError(Refusal):
     """The history file is unusable or a report cannot be recorded; the message names which."""
 
 

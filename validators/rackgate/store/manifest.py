@@ -1,6 +1,6 @@
 """The run directory: its manifest (what was run, where, with which profile), its lock,
-and how a new one is made. The manifest is written when a run starts and when its
-collection ends; judging reads it, checked field by field.
+and how a new one is made. The manifest (:class:`Manifest`) is written when a run starts and
+when each collection ends; whatever reads it validates it.
 """
 
 from __future__ import annotations
@@ -10,22 +10,28 @@ import fcntl
 import os
 import socket
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from rackgate import __version__
 from rackgate.documents import DocumentError, load_json
-from rackgate.store.evidence import json_kind
+from rackgate.refusal import Refusal
+from rackgate.store.evidence import json_kind, write_json
 
 MANIFEST_SCHEMA = "rackgate.manifest/1"
-
-
-class RunError(RuntimeError):
-    """The run could not start or its directory is unusable (CLI exit 2)."""
-
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -54,7 +60,7 @@ def new_stamped_dir(parent: Path, name: str) -> Path:
         except FileExistsError:
             continue
         return path
-    raise RunError(f"{parent}: no free directory name for {stamp}-{name}")
+    raise Refusal(f"{parent}: no free directory name for {stamp}-{name}")
 
 
 def new_run_dir(runs_dir: Path, profile: str) -> Path:
@@ -79,7 +85,7 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
-            raise RunError(f"run directory {run_dir} is in use by {holder or 'another rackgate'}"
+            raise Refusal(f"run directory {run_dir} is in use by {holder or 'another rackgate'}"
                            f": wait for it to finish, or stop it, then resume") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"rackgate pid {os.getpid()} on {socket.gethostname()} since "
@@ -89,138 +95,210 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The run's manifest.json, checked field by field: a tampered or damaged one is a
-    RunError (exit 2) naming the file and the field, never a traceback."""
+def read_manifest(run_dir: Path) -> Manifest:
+    """The run's manifest.json as a :class:`Manifest`: a tampered or damaged one is a
+    Refusal (exit 2) naming the file and the field, never a traceback."""
     path = run_dir / "manifest.json"
     try:
         doc = load_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise RunError(f"{run_dir} is not a rackgate run directory (no manifest.json)") from None
+        raise Refusal(f"{run_dir} is not a rackgate run directory (no manifest.json)") from None
     except OSError as exc:
-        raise RunError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+        raise Refusal(f"{path}: cannot read it: {exc.strerror or exc}") from None
     except DocumentError as exc:
-        raise RunError(f"{path}: {exc}") from None
+        raise Refusal(f"{path}: {exc}") from None
     except ValueError as exc:
-        raise RunError(f"{path} is not valid JSON: {exc}") from None
-    problem = manifest_problem(doc)
-    if problem or not isinstance(doc, dict):
-        raise RunError(f"{path}: {problem}")
-    return doc
+        raise Refusal(f"{path} is not valid JSON: {exc}") from None
+    return Manifest.from_doc(doc, str(path))
 
 
-def manifest_problem(doc: Any) -> str | None:
-    """What is wrong with a manifest document, naming the field, or None.
-
-    >>> manifest_problem([])
-    'the manifest must be a JSON object, got list'
-    >>> manifest_problem({"schema": MANIFEST_SCHEMA, "run_id": "r", "inventory": [],
-    ...     "group": "compute", "checks": ["fio.seq_read"], "hosts": [],
-    ...     "profile": {"name": "demo", "source": "demo.yaml", "document": {}}})
-    'field hosts: lists no host'
-    """
-    if not isinstance(doc, dict):
-        return f"the manifest must be a JSON object, got {json_kind(doc)}"
-    if doc.get("schema") != MANIFEST_SCHEMA:
-        return f"unknown manifest schema {doc.get('schema')!r} (expected {MANIFEST_SCHEMA})"
-    expect: list[tuple[str, Any, tuple[type, ...]]] = [
-        ("run_id", doc.get("run_id"), (str,)), ("group", doc.get("group"), (str,)),
-        ("inventory", doc.get("inventory"), (list,)), ("checks", doc.get("checks"), (list,)),
-        ("hosts", doc.get("hosts"), (list,)), ("profile", doc.get("profile"), (dict,))]
-    for name, value, types in expect:
-        if not isinstance(value, types):
-            return f"field {name} must be a {types[0].__name__}, got {json_kind(value)}"
-    if not all(isinstance(i, str) for i in doc["inventory"]):
-        return "field inventory: every source must be a string"
-    checks = doc["checks"]
-    if not checks or not all(isinstance(c, str) and c for c in checks):
-        return "field checks: must list at least one check name (strings)"
-    if len(set(checks)) != len(checks):
-        return f"field checks: a check is listed twice in {checks}"
-    profile = doc["profile"]
-    for key, types in (("name", (str,)), ("source", (str,)), ("document", (dict,))):
-        if not isinstance(profile.get(key), types):
-            return (f"field profile.{key} must be a {types[0].__name__}, "
-                    f"got {json_kind(profile.get(key))}")
-    if not doc["hosts"]:
-        return "field hosts: lists no host"
-    names = []
-    for i, h in enumerate(doc["hosts"]):
-        if not isinstance(h, dict):
-            return f"field hosts[{i}] must be an object, got {json_kind(h)}"
-        if not isinstance(h.get("name"), str) or not h["name"]:
-            return f"field hosts[{i}].name must be a host name, got {h.get('name')!r}"
-        if not isinstance(h.get("location"), str):
-            return f"field hosts[{i}].location must be a string, got {json_kind(h.get('location'))}"
-        if h.get("profile_overrides") is not None and not isinstance(h["profile_overrides"],
-                                                                     dict):
-            return (f"field hosts[{i}].profile_overrides must be an object or null, got "
-                    f"{json_kind(h['profile_overrides'])}")
-        names.append(h["name"])
-    if len(set(names)) != len(names):
-        return f"field hosts: a host is listed twice in {names}"
-    launch = doc.get("launch_host")
-    if launch is not None and (not isinstance(launch, str) or not launch):
-        return f"field launch_host must be a host name or null, got {launch!r}"
-    if not isinstance(doc.get("resumed", []), list):
-        return f"field resumed must be a list, got {json_kind(doc.get('resumed'))}"
-    reason = doc.get("no_launch_reason")
-    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
-        return f"field no_launch_reason must be a non-empty string or null, got {reason!r}"
-    return _launched_problem(doc.get("launched", {}), set(names)) or _revisions_problem(
-        doc.get("revisions", []))
+def write_manifest(run_dir: Path, manifest: Manifest) -> None:
+    write_json(run_dir / "manifest.json", manifest.to_doc())
 
 
-@dataclass(frozen=True)
-class Launched:
+class _Record(BaseModel):
+    """A part of the manifest: strict types (a JSON number is not a string, a list is not an
+    object), nothing foreign, and the keys of ``OMITTED_WHEN_NONE`` left out of the document
+    while they are None (written only once there is something to say)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        return {k: v for k, v in doc.items() if v is not None or k not in self.OMITTED_WHEN_NONE}
+
+    def to_doc(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+HostName = Annotated[str, Field(min_length=1)]
+Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+
+
+class HostEntry(_Record):
+    """One host under test: its name, where it is (the inventory's words and its place in
+    the rack) and its inventory overrides of the profile."""
+
+    name: HostName
+    location: str
+    place: dict[str, Any] | None = None
+    profile_overrides: dict[str, Any] | None = None
+
+
+class ProfileEntry(_Record):
+    """The profile the run was collected with, as it was (``overrides.profile_record``): its
+    overrides files and the threshold changes they made are read by ``overrides``."""
+
+    OMITTED_WHEN_NONE = frozenset({"overrides", "changes"})
+    name: str
+    source: str
+    sha256: str | None = None
+    document: dict[str, Any]
+    overrides: list[Any] | None = None
+    changes: list[Any] | None = None
+
+
+class FabricEntry(_Record):
+    """The fabric plan the fabric checks are judged against, as it was."""
+
+    source: str
+    sha256: str
+    document: dict[str, Any]
+
+
+class Launched(_Record):
     """Where one check's latest job across the nodes ran, and who was left out of it (the
     manifest's ``launched``, per check)."""
 
-    nodes: tuple[str, ...]
-    left_out: Mapping[str, str] = field(default_factory=dict)  # node -> why
+    model_config = ConfigDict(frozen=True)
+    nodes: tuple[HostName, ...]
+    left_out: dict[str, str] = Field(default_factory=dict)  # node -> why
 
-    def to_doc(self) -> dict[str, Any]:
-        return {"nodes": list(self.nodes), "left_out": dict(self.left_out)}
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _listed(cls, nodes: Any) -> Any:
+        return tuple(nodes) if isinstance(nodes, list) else nodes  # JSON has lists
+
+    @model_validator(mode="after")
+    def _once(self) -> Launched:
+        if len(set(self.nodes)) != len(self.nodes) or set(self.nodes) & set(self.left_out):
+            raise ValueError("a host is listed twice")
+        return self
+
+
+class Revision(_Record):
+    """One collection of the run: which (validate, resume, retest), when, through what, and
+    for a retest the nodes and checks it collected again."""
+
+    OMITTED_WHEN_NONE = frozenset({"via", "nodes", "checks"})
+    revision: int = Field(ge=1)
+    kind: Literal["validate", "resume", "retest"]
+    at: str
+    via: Literal["ansible", "slurm"] | None = None
+    nodes: list[str] | None = None
+    checks: list[str] | None = None
+
+
+class Interruption(_Record):
+    at: str
+    by: str
+
+
+class ControlFailure(_Record):
+    at: str
+    message: str
+
+
+class Manifest(_Record):
+    """The run directory's manifest.json: what was run (checks, hosts, inventory, group and
+    limit), with which profile and fabric plan, where the jobs across the nodes ran, and
+    each collection of the run (``revisions``). Written when a run starts and when each
+    collection ends; validated whenever it is read (``read_manifest``)."""
+
+    OMITTED_WHEN_NONE = frozenset({"fabric", "fabric_host", "control_failure",
+                                   "ansible_runner_status", "interrupted", "orphans_ended"})
+    schema_: Literal["rackgate.manifest/1"] = Field(alias="schema")
+    run_id: str
+    started: str | None = None
+    finished: str | None = None
+    resumed: list[str] = Field(default_factory=list)
+    inventory: list[str]
+    group: str
+    limit: str | None = None
+    checks: list[Text] = Field(min_length=1)
+    profile: ProfileEntry
+    run_dir: str | None = None
+    hosts: list[HostEntry] = Field(min_length=1)
+    launch_host: HostName | None = None
+    no_launch_reason: Text | None = None
+    launched: dict[str, Launched] = Field(default_factory=dict)
+    fabric: FabricEntry | None = None
+    fabric_host: HostName | None = None
+    revisions: list[Revision] = Field(default_factory=list)
+    rackgate_version: str | None = None
+    ansible_core_version: str | None = None
+    ansible_runner_status: str | None = None
+    control_failure: ControlFailure | None = None
+    interrupted: list[Interruption] | None = None
+    orphans_ended: list[str] | None = None
+    model_config = ConfigDict(populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _with_revisions(cls, doc: Any) -> Any:
+        """A manifest from before revisions were recorded has its validate and each
+        resume (``revisions_of``)."""
+        if isinstance(doc, dict) and not doc.get("revisions"):
+            return {**doc, "revisions": revisions_of(doc)}
+        return doc
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Manifest:
+        if len(set(self.checks)) != len(self.checks):
+            raise ValueError(f"field checks: a check is listed twice in {self.checks}")
+        names = self.host_names()
+        if len(set(names)) != len(names):
+            raise ValueError(f"field hosts: a host is listed twice in {list(names)}")
+        for check, rec in self.launched.items():
+            strays = sorted((set(rec.nodes) | set(rec.left_out)) - set(names))
+            if strays:
+                raise ValueError(f"field launched.{check} names host(s) not under test: "
+                                 f"{', '.join(strays)}")
+        for i, rev in enumerate(self.revisions):
+            if rev.revision != i + 1:
+                raise ValueError(f"field revisions[{i}]: revision {rev.revision}, expected "
+                                 f"{i + 1}")
+        return self
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any]) -> Launched:
-        return cls(tuple(doc["nodes"]), dict(doc["left_out"]))
+    def from_doc(cls, doc: Any, where: str) -> Manifest:
+        """``doc`` as a manifest; Refusal naming ``where`` and the (first) field that is
+        wrong."""
+        if not isinstance(doc, dict):
+            raise Refusal(f"{where}: the manifest must be a JSON object, got {json_kind(doc)}")
+        try:
+            return cls.model_validate(doc)
+        except ValidationError as exc:
+            raise Refusal(f"{where}: {_first_problem(exc)}") from None
+
+    def host_names(self) -> tuple[str, ...]:
+        return tuple(h.name for h in self.hosts)
+
+    def add_revision(self, kind: Literal["resume", "retest"], **what: Any) -> int:
+        """Record one more collection of the run; returns its number."""
+        self.revisions.append(Revision.model_validate(
+            {"revision": len(self.revisions) + 1, "kind": kind, "at": now(), **what}))
+        return len(self.revisions)
 
 
-def _launched_problem(launched: Any, hosts: set[str]) -> str | None:
-    """What is wrong with ``launched`` (per check launched across the nodes: the nodes its
-    latest job ran on, and those left out of it with the reason), or None."""
-    if not isinstance(launched, dict):
-        return f"field launched must be an object, got {json_kind(launched)}"
-    for check, rec in launched.items():
-        where = f"field launched.{check}"
-        if not isinstance(rec, dict) or set(rec) != {"nodes", "left_out"}:
-            return f"{where} must be an object with nodes and left_out"
-        nodes, left = rec["nodes"], rec["left_out"]
-        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
-            return f"{where}.nodes must be a list of host names"
-        if not isinstance(left, dict) or not all(isinstance(v, str) for v in left.values()):
-            return f"{where}.left_out must map host names to reasons"
-        strays = sorted((set(nodes) | set(left)) - hosts)
-        if strays:
-            return f"{where} names host(s) not under test: {', '.join(strays)}"
-        if len(set(nodes)) != len(nodes) or set(nodes) & set(left):
-            return f"{where}: a host is listed twice"
-    return None
-
-
-REVISION_KINDS = frozenset({"validate", "resume", "retest"})
-
-
-def _revisions_problem(revisions: Any) -> str | None:
-    if not isinstance(revisions, list):
-        return f"field revisions must be a list, got {json_kind(revisions)}"
-    for i, rev in enumerate(revisions):
-        if not isinstance(rev, dict) or rev.get("revision") != i + 1 \
-                or rev.get("kind") not in REVISION_KINDS or not isinstance(rev.get("at"), str):
-            return (f"field revisions[{i}] must be an object with revision {i + 1}, kind "
-                    f"({', '.join(sorted(REVISION_KINDS))}) and at, got {rev!r}")
-    return None
+def _first_problem(exc: ValidationError) -> str:
+    """The first error of a validation as 'field hosts[0].name: <what>'."""
+    err = exc.errors()[0]
+    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+    msg = "is missing" if err["type"] == "missing" else err["msg"].removeprefix("Value error, ")
+    return f"field {loc}: {msg}" if loc else msg
 
 
 def revisions_of(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -230,14 +308,7 @@ def revisions_of(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     recorded = doc.get("revisions")
     if recorded:
         return [dict(r) for r in recorded]
+    resumed = doc.get("resumed", [])
     return [{"revision": 1, "kind": "validate", "at": str(doc.get("started"))}] + [
         {"revision": i + 2, "kind": "resume", "at": str(at)}
-        for i, at in enumerate(doc.get("resumed", []))]
-
-
-def add_revision(doc: dict[str, Any], kind: str, **what: Any) -> int:
-    """Record one more collection of the run (resume, retest) in ``doc``, its manifest;
-    returns its number."""
-    revisions = doc["revisions"] = revisions_of(doc)
-    revisions.append({"revision": len(revisions) + 1, "kind": kind, "at": now(), **what})
-    return len(revisions)
+        for i, at in enumerate(resumed if isinstance(resumed, list) else [])]

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rackgate.checks.base import Check, Params, Scope
+from rackgate.checks.shared.base import NodeCheck, Params, Scope
 from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.bonding import NO_PARTNER, Bond, BondingReport, BondSlave, parse_bonding
@@ -330,7 +330,7 @@ def _lacp_findings(want: ExpectedBond, bond: Bond) -> list[str]:
     return fails
 
 
-CHECK = Check(
+CHECK = NodeCheck(
     name="redundancy.bonding",
     scope=Scope.NODE,
     tags=frozenset({"redundancy", "network", "bonding"}),

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from rackgate.checks.base import Check, Params, Scope
+from rackgate.checks.shared.base import NodeCheck, Params, Scope
 from rackgate.model import Judgement, Status
 from rackgate.parsers.multipath import MultipathMap, MultipathTopology, parse_multipath_ll
 from rackgate.profile import Hardware, Threshold
@@ -144,7 +144,7 @@ def _multipath_applies(hw: Hardware) -> str | None:
     return None
 
 
-CHECK = Check(
+CHECK = NodeCheck(
     name="redundancy.multipath",
     scope=Scope.NODE,
     tags=frozenset({"redundancy", "storage", "multipath"}),

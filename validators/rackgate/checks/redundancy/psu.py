@@ -32,8 +32,15 @@ from typing import Any
 
 from pydantic import Field
 
-from rackgate.checks.base import SECRET_FILE, Check, CommandError, Params, Scope, compare
-from rackgate.checks.findings import Finding, message, verdict
+from rackgate.checks.shared.base import (
+    SECRET_FILE,
+    CommandError,
+    ControlCheck,
+    Params,
+    Scope,
+    compare,
+)
+from rackgate.checks.shared.findings import Finding, message, verdict
 from rackgate.figures import figure
 from rackgate.model import Judgement, Status
 from rackgate.parsers.ipmi import (
@@ -44,7 +51,7 @@ from rackgate.parsers.ipmi import (
     psu_sensors,
     psu_unread,
 )
-from rackgate.parsers.ipmi_states import (
+from rackgate.parsers.ipmi.states import (
     POWER_UNIT_HEALTHY,
     POWER_UNIT_STATES,
     PSU_HEALTHY,
@@ -55,7 +62,7 @@ from rackgate.parsers.ipmi_states import (
 )
 from rackgate.profile import Hardware, PsuSpec, Threshold
 
-# Allow-lists of the discrete states (parsers.ipmi_states: offset -> the names ipmitool,
+# Allow-lists of the discrete states (parsers.ipmi.states: offset -> the names ipmitool,
 # the IPMI v2.0 specification and FreeIPMI give it; Table 42-3 for the Power Supply (08h)
 # and Power Unit (09h) sensor types, Table 42-2 for the generic redundancy type 0Bh). A
 # state is healthy only when its offset is in the healthy set: a PSU present with nothing
@@ -322,7 +329,7 @@ def _psu_applies(hw: Hardware) -> str | None:
     return None if hw.psu is not None else "the profile expects no PSUs (hardware.psu unset)"
 
 
-CHECK = Check(
+CHECK = ControlCheck(
     name="redundancy.psu_ipmi",
     scope=Scope.NODE,
     tags=frozenset({"redundancy", "psu", "ipmi"}),
@@ -335,7 +342,6 @@ CHECK = Check(
     parse=parse_ipmi_sdr,
     judge=judge_psu_ipmi,
     applies=_psu_applies,
-    runs_on="control",
     secret_var="rackgate_bmc_password",
 )
 

@@ -139,7 +139,7 @@ def run(argv: list[str], bound_s: float) -> dict[str, Any]:
 def superseded(argv: list[str]) -> bool:
     """Whether a newer attempt of this run has held this command's node lock since: the
     lock file keeps its last holder's record (``token RUN attempt NS``), and the command's
-    argv carries this attempt's ``RUN@NS`` (collect/task.py's lock wrapper)."""
+    argv carries this attempt's ``RUN@NS`` (commands/task.py's lock wrapper)."""
     if tuple(argv[:2]) != LOCKED or len(argv) < 7 or argv[3] != "rackgate-node-lock":
         return False
     run, _, mine = argv[6].partition("@")
