@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import checks.storage.test_disk_health as disk
 import test_degraded_cooling as cooling
 import test_degraded_gpu as gpu
 import test_degraded_mpi as mpi
@@ -37,10 +38,9 @@ import test_degraded_ports as ports
 import test_degraded_power as power
 import test_degraded_storage as storage
 import test_real_formats_ipmi as ipmi_formats
-import test_truth3_disk as disk
 import test_truth3_power as truth3_power
+from checks.test_cooling import DirFetcher
 from degrade_helpers import LONG
-from test_cooling import DirFetcher
 
 from rackgate.checks import load_profile
 from rackgate.checks.conformance import judge_conformance
@@ -209,7 +209,7 @@ def faulty(*paths: str) -> tuple[Source, ...]:
 
 
 def _redfish(scenario: str, kind: str) -> str:
-    """A mockup as the collector gathers it (tests/unit/test_cooling.py), one key a line."""
+    """A mockup as the collector gathers it (tests/unit/checks/test_cooling.py), one key a line."""
     fetch = DirFetcher(FIX / "redfish" / scenario)
     found = collector.walk_power(fetch, "1") if kind == "power" else \
         collector.walk_cooling(fetch, "1")
@@ -227,7 +227,8 @@ def _nodes(results: Any) -> Status:
 H100 = load_profile("dgx-h100").model.hardware
 NVLINK_ERRORS = NvLinkErrorsParams.model_validate(
     load_profile("dgx-h100").model.checks["gpu.nvlink_errors"].params)
-# the bridged cards of tests/unit/test_truth3_nvlink.py: a judge per card (H100 PCIe, A6000)
+# the bridged cards of tests/unit/checks/gpu/test_nvlink_errors.py: a judge per card
+# (H100 PCIe, A6000)
 BRIDGED_CARDS = {
     "NVIDIA H100 PCIe": GpuSpec(
         model="NVIDIA H100 PCIe", count=2, nvlink_generation=4, nvlinks_per_gpu=12,
@@ -250,7 +251,7 @@ _DGX = load_profile("dgx-h100")
 def _nvbw(name: str, judge: Callable[..., Any], params: type[NvbandwidthParams]
           ) -> Callable[[Any], Status]:
     """The dgx-h100 profile's nvbandwidth check ``name``, asking for the record's own form
-    (text or --json: the form the command asked for is tested in test_truth3_nvbw)."""
+    (text or --json: the form the command asked for is tested in checks/gpu/test_nvbandwidth.py)."""
     section = _DGX.check(name)
     assert section is not None
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from checks.fabric.test_pairwise import HEALTHY, perftest, run_output
 from stored_runs import write_run
-from test_pairwise_check import HEALTHY, perftest, run_output
 
 from rackgate.checks import REGISTRY, load_profile
 from rackgate.checks.shared.pairs import round_robin

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checks.fabric.test_pairwise import NODES as PAIR_NODES
+from checks.fabric.test_pairwise import outputs, run_output
+from checks.fabric.test_pairwise import stored_run as pairwise_run
 from prometheus_client.parser import text_string_to_metric_families
 from stored_runs import write_run
-from test_pairwise_check import NODES as PAIR_NODES
-from test_pairwise_check import outputs, run_output
-from test_pairwise_check import stored_run as pairwise_run
 
 from conftest import promtool
 from rackgate.checks import load_profile

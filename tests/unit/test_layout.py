@@ -211,3 +211,44 @@ def test_the_architecture_names_every_package():
                       for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE)
     assert len(packages) > 20 and "checks/fabric/" in packages
     assert [p for p in packages if f"`{p}`" not in text] == []
+
+
+# --- tests mirror the code (CONTRIBUTING.md, "Tests") --------------------------------------
+
+TESTS = Path(__file__).resolve().parent / "checks"
+
+
+def _families() -> list[str]:
+    """Every check family: a module of checks/ (not a package's __init__, not the shared
+    helpers) that registers its checks with a top-level ``CHECK`` or ``CHECKS``."""
+    found = []
+    for path in sorted((PACKAGE / "checks").rglob("*.py")):
+        rel = path.relative_to(PACKAGE / "checks")
+        if path.name == "__init__.py" or rel.parts[0] == "shared":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        targets = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                   for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                   if isinstance(t, ast.Name)}
+        if targets & {"CHECK", "CHECKS"}:
+            found.append(str(rel.with_suffix("")))
+    return found
+
+
+def _test_module(family: str) -> Path:
+    where = Path(family)
+    return TESTS / where.parent / f"test_{where.name}.py"
+
+
+def test_every_check_family_has_a_test_module_of_its_own():
+    families = _families()
+    assert len(families) > 20 and "fabric/links" in families and "cooling" in families
+    assert [str(_test_module(f).relative_to(TESTS.parents[2])) for f in families
+            if not _test_module(f).is_file()] == []
+
+
+def test_every_family_test_module_names_a_family():
+    """A test module under tests/unit/checks/ that names no family is a stale mirror."""
+    wanted = {_test_module(f) for f in _families()}
+    assert sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("test_*.py")
+                  if p not in wanted) == []

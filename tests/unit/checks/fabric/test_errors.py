@@ -26,7 +26,7 @@ from rackgate.parsers import ParseError
 from rackgate.parsers.infiniband.counters import parse_ibcounters
 from rackgate.profile import Threshold
 
-HERE = Path(__file__).resolve().parents[1] / "fixtures" / "fabric_counters"
+HERE = Path(__file__).resolve().parents[3] / "fixtures" / "fabric_counters"
 PLAN = load_plan(HERE / "plan.yml").plan
 PARAMS = FabricErrorsParams(window_s=5)
 HDR_PER_H = 1e-12 * 4 * 53.125e9 * 3600  # errored bits an hour at BER 1e-12, 4X HDR: 765

@@ -289,7 +289,7 @@ def test_role_defaults_match_the_default_path():
     from pathlib import Path
 
     import yaml
-    defaults = yaml.safe_load((Path(__file__).parents[2] / "roles/nccl/defaults/main.yml")
+    defaults = yaml.safe_load((Path(__file__).parents[4] / "roles/nccl/defaults/main.yml")
                               .read_text())
     assert all_reduce_command(NcclParams(), {})[0] == \
         f"{defaults['nccl_tests_prefix']}/{defaults['nccl_tests_version']}/build/all_reduce_perf"

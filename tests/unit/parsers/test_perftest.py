@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rackgate.parsers import ParseError
 from rackgate.parsers.perftest import MIB, parse_ib_read_lat, parse_ib_write_bw
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "perftest"
 
 
 def body(name: str) -> str:

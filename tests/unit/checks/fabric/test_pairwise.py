@@ -28,7 +28,7 @@ from rackgate.parsers.pairwise import parse_pairwise
 from rackgate.reports.verify import verify_report
 from rackgate.run import judge_run
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perftest"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "perftest"
 CHECK = REGISTRY["fabric.pairwise_bw"]
 NODES = ["gpu01", "gpu02", "gpu03", "gpu04"]
 

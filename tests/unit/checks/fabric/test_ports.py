@@ -1,10 +1,10 @@
-"""fabric.ports and fabric.roce_lossless: the ibstat / ibv_devinfo / iblinkinfo / dcb parsers
-and the judges, on hand-written fixtures (tests/fixtures/infiniband, one per fault)."""
+"""fabric.ports: the ibstat / ibv_devinfo / iblinkinfo parsers and the judge, on hand-written
+fixtures (tests/fixtures/infiniband, one per fault); the property tests cover every parser of
+the family's probes, the dcb sections of fabric.roce_lossless included."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from pathlib import Path
 
@@ -13,15 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackgate.checks.fabric.ports import (
-    LosslessParams,
     PortsParams,
     applies_lossless,
     applies_ports,
-    judge_lossless,
     judge_ports,
-    lossless_command,
 )
-from rackgate.checks.shared.base import CommandError
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.dcb import parse_dcb_sections
@@ -33,7 +29,7 @@ from rackgate.parsers.infiniband import (
 from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
 from rackgate.profile import Hardware, NicSpec
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "infiniband"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "infiniband"
 SRC = "DGX H100/H200 User Guide, Table 1 (test copy)"
 IB_NDR = NicSpec(role="compute", count=8, rate_gbps=400, link_layer="InfiniBand", source=SRC)
 ETH_STORAGE = NicSpec(role="storage", count=4, rate_gbps=400, link_layer="Ethernet", source=SRC)
@@ -211,64 +207,6 @@ def test_applies_only_with_ib_or_roce_compute_nics():
 def test_params_refuse_odd_device_names():
     with pytest.raises(ValueError, match="does not match"):
         PortsParams(ignore_cas=["mlx5_0; rm -rf /"])
-
-
-# ---------------------------------------------------------------- fabric.roce_lossless
-
-
-def probe(*sections: tuple[str, str, int, str]) -> str:
-    return "".join(f"### rackgate-dcb dev={d} what={w} rc={rc}\n{b}\n" for d, w, rc, b in sections)
-
-
-def fx(name: str) -> str:
-    return (FIX / name).read_text(encoding="utf-8")
-
-
-def test_command_passes_interfaces_as_arguments_never_in_the_script():
-    argv = lossless_command(LosslessParams(interfaces=["eth2", "eth3"]), {})
-    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["rackgate-roce", "eth2", "eth3"]
-    assert "eth2" not in argv[2] and '"$i"' in argv[2]
-    with pytest.raises(CommandError, match=r"params\.interfaces"):
-        lossless_command(LosslessParams(), {})
-    with pytest.raises(ValueError, match="does not match"):
-        LosslessParams(interfaces=["$(reboot)"])
-
-
-def test_lossless_healthy():
-    text = probe(("eth2", "pfc", 0, fx("dcb-pfc-prio3-only.json")),
-                 ("eth2", "app", 0, fx("dcb-app-dscp26-to-prio3.json")))
-    j = judge_lossless(parse_dcb_sections(text), LosslessParams(interfaces=["eth2"]), {}, None)
-    assert j.status is Status.PASS, j.message
-    assert j.details["pfc.eth2"] == "3"
-
-
-@pytest.mark.parametrize("pfc, app, words", [
-    ("dcb-pfc-disabled.json", "dcb-app-dscp26-to-prio3.json", ["eth3: PFC on priorities []"]),
-    ("dcb-pfc-prio3-and-4.json", "dcb-app-dscp26-to-prio3.json", ["[3, 4], expected exactly"]),
-    ("dcb-pfc-prio3-only.json", "dcb-app-no-dscp-pcp-trust.json", ["eth3: no DSCP", "PCP"]),
-])
-def test_lossless_faults_fail_naming_the_interface(pfc, app, words):
-    text = probe(("eth2", "pfc", 0, fx("dcb-pfc-prio3-only.json")),
-                 ("eth2", "app", 0, fx("dcb-app-dscp26-to-prio3.json")),
-                 ("eth3", "pfc", 0, fx(pfc)), ("eth3", "app", 0, fx(app)))
-    j = judge_lossless(parse_dcb_sections(text), LosslessParams(interfaces=["eth2", "eth3"]),
-                       {}, None)
-    assert j.status is Status.FAIL and "eth2" not in j.message
-    for w in words:
-        assert w in j.message, (w, j.message)
-
-
-def test_lossless_dcb_error_and_missing_interface():
-    text = probe(("eth2", "pfc", 1, "Error: Cannot find device \"eth2\""),
-                 ("eth2", "app", 1, "Error: Cannot find device \"eth2\""))
-    j = judge_lossless(parse_dcb_sections(text), LosslessParams(interfaces=["eth2", "eth9"]),
-                       {}, None)
-    assert j.status is Status.ERROR
-    assert "Cannot find device" in j.message and "eth9: no dcb output" in j.message
-    with pytest.raises(ParseError, match="marker"):
-        parse_dcb_sections("")
-    with pytest.raises(ParseError, match="'prio_pfc'"):
-        parse_dcb_sections(probe(("eth2", "pfc", 0, json.dumps({"pfc_cap": 8}))))
 
 
 # ---------------------------------------------------------------- properties

@@ -23,7 +23,7 @@ from rackgate.placement.evidence import judge_evidence
 from rackgate.profile import GpuSpec, Hardware, Profile
 from rackgate.store.evidence import Evidence
 
-FIX = Path(__file__).parents[1] / "fixtures" / "nvbandwidth"
+FIX = Path(__file__).parents[3] / "fixtures" / "nvbandwidth"
 H2D, D2H, D2D = ("nvbandwidth.host_to_device", "nvbandwidth.device_to_host",
                  "nvbandwidth.device_to_device")
 

@@ -26,7 +26,7 @@ from rackgate.checks.shared.base import NodeCheck
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 
-FIX = Path(__file__).parents[1] / "fixtures" / "disk"
+FIX = Path(__file__).parents[3] / "fixtures" / "disk"
 NAME = "disk.health"
 MARK = "### rackgate-disk-health "
 SPEC_BASIS = "a site's acceptance document for refurbished drives, section 4"
@@ -374,7 +374,6 @@ f="$STUB_DIR/$(basename "$0")$(printf %s "$dev" | tr / _)"
 printf %s "$(cat "$f.out")"
 exit "$(cat "$f.rc")"
 """
-
 
 def test_truth3_t4_the_script_frames_each_tool_run(tmp_path):
     """The check's real command, run by sh with stand-in tools that print the fixtures (no

@@ -18,7 +18,7 @@ from rackgate.fabric.plan import load_plan
 from rackgate.parsers import ParseError
 from rackgate.parsers.infiniband.iblinkinfo import parse_iblinkinfo_ports
 
-FABRIC = Path(__file__).resolve().parents[1] / "fixtures" / "fabric"
+FABRIC = Path(__file__).resolve().parents[3] / "fixtures" / "fabric"
 PLAN = load_plan(FABRIC / "plan.yml").plan
 BOTH = ["gpu001", "gpu002"]
 R0, R1 = "su1-leaf-r0 (rack r01 U40)", "su1-leaf-r1 (rack r01 U41)"

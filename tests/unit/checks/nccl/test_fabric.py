@@ -20,7 +20,7 @@ from rackgate.parsers import ParseError
 from rackgate.profile import Threshold
 from rackgate.programs.probes import source
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "nccl"
 HW = load_profile("dgx-h100").model.hardware
 HCAS = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 # one rail: one NDR port per rank, 400 Gb/s = 50 GB/s

@@ -29,7 +29,7 @@ from rackgate.parsers.nvlink import parse_nvlink_status
 from rackgate.parsers.topology import parse_topo_matrix
 from rackgate.profile import GpuSpec, Hardware, NicSpec
 
-FIX = Path(__file__).parents[1] / "fixtures" / "topology"
+FIX = Path(__file__).parents[3] / "fixtures" / "topology"
 SRC = "a public document for the test"
 
 

@@ -30,7 +30,7 @@ from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.profile import Profile, ProfileError
 
-FIX = Path(__file__).parents[1] / "fixtures" / "topology"
+FIX = Path(__file__).parents[3] / "fixtures" / "topology"
 SRC = "a public document for the test"
 
 

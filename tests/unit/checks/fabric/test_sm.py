@@ -19,7 +19,7 @@ from rackgate.fabric.plan import FabricPlan, load_plan, plan_from_document
 from rackgate.parsers import ParseError
 from rackgate.parsers.sminfo import SmInfo, ToolFailure, parse_sminfo
 
-HERE = Path(__file__).resolve().parents[1] / "fixtures" / "fabric_counters"
+HERE = Path(__file__).resolve().parents[3] / "fixtures" / "fabric_counters"
 PLAN = load_plan(HERE / "plan.yml").plan
 MASTER = '"gpu001 mlx5_0" (host gpu001, LID 1, GUID 0x100001)'
 STANDBY = '"gpu002 mlx5_0" (host gpu002, LID 7, GUID 0x100005)'

@@ -326,13 +326,13 @@ def test_any_xml_shape_parses_or_raises_parse_error(xml):
 @pytest.fixture(scope="module")
 def healthy_xml():
     from pathlib import Path
-    return (Path(__file__).parents[1] / "fixtures/gpu/h100-8gpu-healthy.xml").read_text()
+    return (Path(__file__).parents[3] / "fixtures/gpu/h100-8gpu-healthy.xml").read_text()
 
 
 @pytest.fixture(scope="module")
 def healthy_txt():
     from pathlib import Path
-    return (Path(__file__).parents[1] / "fixtures/gpu/h100-2gpu-healthy.txt").read_text()
+    return (Path(__file__).parents[3] / "fixtures/gpu/h100-2gpu-healthy.txt").read_text()
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -10,7 +10,6 @@ from rackgate.model import Result, Status
 SHIPPED = PeerParams.model_validate(load_profile("demo").rack_check(PEERS).params)
 
 
-
 def results(values, better="higher", status=Status.PASS):
     return [Result(f"n{i:02d}", "fio.seq_read", status, "ok", v, "MB/s", better=better)
             for i, v in enumerate(values)]

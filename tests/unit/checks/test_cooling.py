@@ -28,7 +28,7 @@ from rackgate.parsers.redfish import parse_redfish_cooling, parse_redfish_power
 from rackgate.profile import Hardware, PsuSpec, Threshold
 from rackgate.programs import redfish as collector
 
-MOCKUPS = Path(__file__).parents[1] / "fixtures" / "redfish"
+MOCKUPS = Path(__file__).parents[2] / "fixtures" / "redfish"
 HW = Hardware(psu=PsuSpec(count=6, redundancy="N+2", watts_each=3300,
                           source="six 3.3 kW supplies, 4+2, as in the test mockups"))
 LIMITS = {

@@ -7,7 +7,6 @@ from rackgate.model import Result, Status
 SHIPPED = DriftParams.model_validate(load_profile("demo").rack_check(CHECK).params)
 
 
-
 def gpu(node: str, driver: str, vbios: str = "96.00.89.00.01", status=Status.PASS) -> Result:
     return Result(node, "gpu.health", status, "ok",
                   details={"driver_version": driver, "vbios_versions": vbios})
