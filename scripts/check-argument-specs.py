@@ -9,7 +9,8 @@ variable). For every role under roles/ this script reports:
   * an option with no default in defaults/main.yml (unless it is `required: true`);
   * an option without `type` or `description`, or a `type: list` without `elements`;
   * an option whose spec `default` differs from the value in defaults/main.yml;
-  * an option not named `<role>_*`;
+  * an option not named `<role>_*` (the options of every entry point: `main` and the
+    task files callers include with `tasks_from`);
   * a `<role>_*` name used in the role's README.md or molecule/ YAML that the spec lacks
     (a test or document that sets or describes a variable nothing reads). Facts the role
     sets for its callers with `set_fact` in tasks/ (e.g. `<role>_reboot_required`) are
@@ -77,7 +78,12 @@ def check_role(role_dir: Path) -> list[str]:
                 "(add one, or mark it `required: true`)"
             )
 
-    for name, option in sorted(options.items()):
+    # Other entry points (a role's tasks_from files, e.g. rackgate_host's `skip`) take
+    # options of their own: they are held to the same rules, and named in the README.
+    entries = specs.get("argument_specs") or {}
+    others = {name: option for point, spec in sorted(entries.items()) if point != ENTRY_POINT
+              for name, option in ((spec or {}).get("options") or {}).items()}
+    for name, option in sorted({**others, **options}.items()):
         option = option or {}
         where = f"{specs_path}: option `{name}`"
         if not name.startswith(f"{role}_"):
@@ -97,7 +103,7 @@ def check_role(role_dir: Path) -> list[str]:
     # `slurm_controller_group: slurm_controller`) may look like variables; they are not.
     groups = {str(o["default"]) for n, o in options.items()
               if n.endswith("_group") and isinstance(o, dict) and o.get("default")}
-    problems.extend(check_mentions(role_dir, set(options) | groups))
+    problems.extend(check_mentions(role_dir, set(options) | set(others) | groups))
     return problems
 
 

@@ -110,8 +110,22 @@ def test_every_group_a_play_targets_is_declared(inventory: Inventory) -> None:
     assert sorted(targeted - set(inventory.groups)) == []
 
 
+def included_roles(role: str) -> set[str]:
+    """The roles a role's tasks include (`include_role`: rackgate_host, the shared plumbing)."""
+    found = set()
+    for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml")):
+        for task in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
+            include = task.get("ansible.builtin.include_role") if isinstance(task, dict) else None
+            if isinstance(include, dict):
+                found.add(include["name"])
+    return found
+
+
 def test_every_role_is_applied_by_a_layer_playbook() -> None:
+    """Applied by a play, or included by a role a play applies (the shared rackgate_host)."""
     applied = {r for _, _, roles in plays() for r in roles}
+    applied |= {r for role in applied for r in included_roles(role)}
+    assert "rackgate_host" in applied
     assert sorted(set(ROLES) - applied) == []
 
 
