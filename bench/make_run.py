@@ -46,7 +46,7 @@ from rackgate.checks import REGISTRY, load_profile, profile_from_document
 from rackgate.commands.task import KILLED_RC, TIMEOUT_RC, Task, wrapped
 from rackgate.profile import Profile
 from rackgate.store.evidence import EvidenceStore, write_json
-from rackgate.store.manifest import MANIFEST_SCHEMA, versions
+from rackgate.store.manifest import MANIFEST_SCHEMA, Manifest, versions
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -339,10 +339,11 @@ def write_nodes(factory: Callable[..., Any], args: tuple[Any, ...], nodes: int,
 
 def synthetic_manifest(run_dir: Path, hosts: list[dict[str, Any]], checks: list[str],
                        profile: Profile, writer: str) -> dict[str, Any]:
-    """The manifest of a synthetic run that ``writer`` (a bench script) wrote: as
-    rackgate's own, with no inventory behind it."""
+    """The manifest of a synthetic run that ``writer`` (a bench script) wrote: the keys
+    ``run.validate`` writes today, with no inventory behind it (no place in a rack, no
+    launch host), checked by rackgate's own manifest model."""
     started = T0.replace(tzinfo=UTC)
-    return {
+    doc = {
         "schema": MANIFEST_SCHEMA,
         "run_id": run_dir.name,
         "started": started.isoformat(timespec="seconds"),
@@ -356,10 +357,16 @@ def synthetic_manifest(run_dir: Path, hosts: list[dict[str, Any]], checks: list[
         "profile": {"name": profile.name, "source": profile.source, "sha256": profile.sha256,
                     "document": dict(profile.raw)},
         "run_dir": str(run_dir.resolve()),
-        "hosts": hosts,
+        "hosts": [{"place": None, **h} for h in hosts],
+        "launch_host": None,
+        "no_launch_reason": None,
+        "launched": {},
+        "revisions": [{"revision": 1, "kind": "validate",
+                       "at": started.isoformat(timespec="seconds"), "via": "ansible"}],
         **versions(),
         "ansible_runner_status": "successful",
     }
+    return Manifest.from_doc(doc, writer).to_doc()
 
 
 def summarised(run_dir: Path, summary: dict[str, Any]) -> int:

@@ -51,6 +51,17 @@ def test_what_validate_writes_reads_back_as_it_was(tmp_path: Path) -> None:
                                                           left_out={"n2": "unreachable"})
 
 
+def test_a_host_written_before_place_and_overrides_existed_is_written_back_without_them(
+        tmp_path: Path) -> None:
+    """A manifest whose hosts have no ``place`` (nor ``profile_overrides``) is written back
+    as it was: a key the file did not have does not appear as null (the report would carry
+    it); one it had as null stays null."""
+    doc = written(tmp_path)
+    doc["hosts"] = [{"name": "n1", "location": "rack r1"},
+                    {"name": "n2", "location": "", "place": None, "profile_overrides": None}]
+    assert read_manifest(stored(tmp_path, doc)).to_doc()["hosts"] == doc["hosts"]
+
+
 def test_a_manifest_from_before_revisions_has_its_validate_and_each_resume(
         tmp_path: Path) -> None:
     doc = {k: v for k, v in written(tmp_path).items() if k != "revisions"}

@@ -118,16 +118,22 @@ def write_manifest(run_dir: Path, manifest: Manifest) -> None:
 
 class _Record(BaseModel):
     """A part of the manifest: strict types (a JSON number is not a string, a list is not an
-    object), nothing foreign, and the keys of ``OMITTED_WHEN_NONE`` left out of the document
-    while they are None (written only once there is something to say)."""
+    object), nothing foreign, the keys of ``OMITTED_WHEN_NONE`` left out of the document
+    while they are None (written only once there is something to say), and those of
+    ``OMITTED_WHEN_UNSET`` left out while None and never given (a manifest written before
+    the key existed is written back as it was)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
+    OMITTED_WHEN_UNSET: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
     def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         doc: dict[str, Any] = handler(self)
-        return {k: v for k, v in doc.items() if v is not None or k not in self.OMITTED_WHEN_NONE}
+        return {k: v for k, v in doc.items()
+                if v is not None or not (k in self.OMITTED_WHEN_NONE
+                                         or (k in self.OMITTED_WHEN_UNSET
+                                             and k not in self.model_fields_set))}
 
     def to_doc(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -141,6 +147,7 @@ class HostEntry(_Record):
     """One host under test: its name, where it is (the inventory's words and its place in
     the rack) and its inventory overrides of the profile."""
 
+    OMITTED_WHEN_UNSET = frozenset({"place", "profile_overrides"})
     name: HostName
     location: str
     place: dict[str, Any] | None = None
