@@ -379,6 +379,17 @@ def test_freeipmi_degraded_never_passes(text):
     assert status(text) in BAD
 
 
+
+@pytest.mark.parametrize("record_id", ["65536", "9" * 100_001])
+def test_freeipmi_record_id_past_two_bytes_is_a_parse_error(record_id):
+    """An SDR record ID is two bytes: a longer one is damaged output, refused as a
+    ParseError (a 100,001-digit ID once reached int() and raised ValueError; the fuzz
+    test found it)."""
+    text = re.sub(r"^4 ", f"{record_id} ", FREEIPMI, count=1, flags=re.M)
+    assert text != FREEIPMI
+    with pytest.raises(ParseError):
+        parse_ipmi_sdr(text)
+
 # --- formats on no list -------------------------------------------------------------------
 
 @pytest.mark.parametrize("text", ["PSU1 Status: Presence detected\nPSU2 Status: Presence detected",

@@ -56,7 +56,10 @@ ANALYSED = frozenset({"Nominal", "Warning", "Critical", "N/A"})
 _HEADERLESS = tuple(("ID", "Name", "Type", *(("State",) if state else ()), "Reading", "Units",
                      *(THRESHOLDS if thresholds else ()), "Event")
                     for state in (False, True) for thresholds in (False, True))
-_ID = re.compile(r"0|[1-9][0-9]*", re.ASCII)  # "%u": ASCII digits, no leading zero
+# "%u": ASCII digits, no leading zero; an SDR record ID is two bytes (IPMI 2.0, 33.1), so at
+# most five digits, and one over 65535 is refused after the match
+_ID = re.compile(r"0|[1-9][0-9]{0,4}", re.ASCII)
+_MAX_RECORD_ID = 0xFFFF
 _QUOTED = re.compile(r"^'[^']*'(?: '[^']*')*$")
 _EVENT = re.compile(r"^('.*'|N/A|Unknown|[0-9A-F]{4}h)$")
 _BITMASK = re.compile(r"^([0-9A-F]{4})h$")
@@ -125,8 +128,8 @@ def _cells(line: str, sep: str, cols: tuple[str, ...]) -> dict[str, str]:
 def row(line: str, sep: str, cols: tuple[str, ...]) -> IpmiSensor:
     """The sensor of one table row (see the module docstring for the cells)."""
     f = _cells(line, sep, cols)
-    if not _ID.fullmatch(f["ID"]):
-        raise _refuse(line, f"ID {f['ID'][:20]!r} is not a record number")
+    if not _ID.fullmatch(f["ID"]) or int(f["ID"]) > _MAX_RECORD_ID:
+        raise _refuse(line, f"ID {f['ID'][:20]!r} is not a record number (0-65535)")
     analysed = f.get("State")
     if analysed is not None and analysed not in ANALYSED:
         raise _refuse(line, f"State {analysed[:20]!r} is not one of {', '.join(sorted(ANALYSED))}")
