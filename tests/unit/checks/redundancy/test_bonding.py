@@ -4,48 +4,25 @@ fixtures in tests/fixtures/redundancy."""
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from checks.redundancy.evidence import HW, read
 from rackgate.checks.redundancy import (
     BondingParams,
-    PsuIpmiParams,
     bonding_command,
     judge_bonding,
-    judge_psu_ipmi,
 )
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.bonding import parse_bonding
-from rackgate.parsers.ipmi import parse_ipmi_sdr
-from rackgate.profile import Hardware, PsuSpec, StorageSpec
 
-FIXTURES = Path(__file__).parents[3] / "fixtures" / "redundancy"
-SRC = "a profile written for the unit tests"
-HW = Hardware(psu=PsuSpec(count=2, redundancy="N+1", source=SRC),
-              storage=StorageSpec(multipath_paths_per_lun=2, source=SRC))
 BONDS = BondingParams(bonds=[
     {"name": "bond0", "mode": "802.3ad", "members": ["ens1f0", "ens1f1"]},
     {"name": "bond1", "mode": "active-backup", "members": ["eno1", "eno2"]},
 ])
-
-
-def read(name: str) -> str:
-    """The tool output of a fixture, without its '#' header (read here, not through the
-    fixture_text fixture: hypothesis tests may not take function-scoped fixtures)."""
-    text = (FIXTURES / name).read_text(encoding="utf-8")
-    return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-
-
-def psu(name: str, thresholds=None, hw: Hardware = HW):
-    return judge_psu_ipmi(parse_ipmi_sdr(read(name)), PsuIpmiParams(),
-                          thresholds or {}, hw)
-
-
-# --- IPMI ---------------------------------------------------------------------------------
 
 
 def bond(name: str, params: BondingParams = BONDS):

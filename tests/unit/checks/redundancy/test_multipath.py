@@ -4,44 +4,20 @@ judged against the profile's paths per LUN, on the fixtures in tests/fixtures/re
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from checks.redundancy.evidence import HW, SRC, read
 from rackgate.checks.redundancy import (
     MultipathParams,
-    PsuIpmiParams,
     judge_multipath,
-    judge_psu_ipmi,
 )
 from rackgate.model import Status
 from rackgate.parsers import ParseError
-from rackgate.parsers.ipmi import parse_ipmi_sdr
 from rackgate.parsers.multipath import parse_multipath_ll
-from rackgate.profile import Hardware, PsuSpec, StorageSpec
-
-FIXTURES = Path(__file__).parents[3] / "fixtures" / "redundancy"
-SRC = "a profile written for the unit tests"
-HW = Hardware(psu=PsuSpec(count=2, redundancy="N+1", source=SRC),
-              storage=StorageSpec(multipath_paths_per_lun=2, source=SRC))
-
-
-def read(name: str) -> str:
-    """The tool output of a fixture, without its '#' header (read here, not through the
-    fixture_text fixture: hypothesis tests may not take function-scoped fixtures)."""
-    text = (FIXTURES / name).read_text(encoding="utf-8")
-    return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-
-
-def psu(name: str, thresholds=None, hw: Hardware = HW):
-    return judge_psu_ipmi(parse_ipmi_sdr(read(name)), PsuIpmiParams(),
-                          thresholds or {}, hw)
-
-
-# --- IPMI ---------------------------------------------------------------------------------
-
+from rackgate.profile import Hardware, StorageSpec
 
 # --- multipath ----------------------------------------------------------------------------
 

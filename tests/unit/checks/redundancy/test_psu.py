@@ -5,12 +5,12 @@ on the fixtures in tests/fixtures/redundancy."""
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from checks.redundancy.evidence import HW, SRC, read
 from rackgate.checks.redundancy import (
     PsuIpmiParams,
     judge_psu_ipmi,
@@ -20,19 +20,7 @@ from rackgate.checks.shared.base import SECRET_FILE, CommandError
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.ipmi import parse_ipmi_sdr, psu_sensors
-from rackgate.profile import Hardware, PsuSpec, StorageSpec, Threshold
-
-FIXTURES = Path(__file__).parents[3] / "fixtures" / "redundancy"
-SRC = "a profile written for the unit tests"
-HW = Hardware(psu=PsuSpec(count=2, redundancy="N+1", source=SRC),
-              storage=StorageSpec(multipath_paths_per_lun=2, source=SRC))
-
-
-def read(name: str) -> str:
-    """The tool output of a fixture, without its '#' header (read here, not through the
-    fixture_text fixture: hypothesis tests may not take function-scoped fixtures)."""
-    text = (FIXTURES / name).read_text(encoding="utf-8")
-    return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+from rackgate.profile import Hardware, PsuSpec, Threshold
 
 
 def psu(name: str, thresholds=None, hw: Hardware = HW):
