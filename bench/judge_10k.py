@@ -277,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gc", choices=("default", "off"), default="default",
                     help="experiment: 'off' disables Python's cyclic GC during judge_run, "
                          "to show what GC passes over the growing heap cost")
+    ap.add_argument("--serial", action="store_true",
+                    help="judge every node in this process (no forked workers), so that "
+                         "--cprofile sees the per-node work too")
     ap.add_argument("--floor", action="store_true",
                     help="first read and sha256 every evidence file (the floor), then judge")
     ap.add_argument("--results-sha", action="store_true",
@@ -302,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({floor_figures['floor_bytes'] / 1e9:.2f} GB): wall "
               f"{floor_figures['floor_wall_s']:.2f} s, CPU {floor_figures['floor_cpu_s']:.2f} s")
     prof = cProfile.Profile() if args.cprofile else None
+    if args.serial:
+        rackgate.judge.stored.PARALLEL_MIN_RESULTS = sys.maxsize
     if args.gc == "off":
         gc.disable()
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)

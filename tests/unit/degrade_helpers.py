@@ -1,5 +1,6 @@
-"""Degraded evidence for the property tests of issue 11 (tests/unit/test_degraded_*.py) and
-issue 28 (tests/unit/test_fuzz_parsers.py, bench/fuzz_parsers.py).
+"""Degraded evidence for the property tests of issue 11 (the ``TestDegraded...`` classes of
+the family test modules under tests/unit/checks/) and issue 28
+(tests/unit/test_fuzz_parsers.py, bench/fuzz_parsers.py).
 
 From one healthy fixture, three kinds of damage, each drawn by hypothesis:
 

@@ -3,10 +3,10 @@ faulty tool outputs its family tests use, for the fuzz property tests of issue 2
 (tests/unit/test_fuzz_parsers.py) and their large run (bench/fuzz_parsers.py).
 
 A :class:`Subject` is a parser and the judge of its check with the parameters of the
-family's degraded tests (tests/unit/test_degraded_*.py, whose sources and patterns are
-imported from there); its sources are the healthy outputs those tests damage, with the
-lines and numbers the judge reads, and the faulty fixtures the family's tests judge, each
-damaged anywhere. :func:`problem` is the oracle:
+family's degraded tests (the ``TestDegraded...`` classes of tests/unit/checks/, whose
+sources and patterns are imported from there); its sources are the healthy outputs those
+tests damage, with the lines and numbers the judge reads, and the faulty fixtures the
+family's tests judge, each damaged anywhere. :func:`problem` is the oracle:
 
 * a parser answers with a record or a ParseError, never another exception (it propagates);
 * a mutant of a faulty source is never judged ``pass``;
@@ -27,16 +27,21 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import checks.fabric.test_pairwise as pairwise
+import checks.fabric.test_ports as ports
+import checks.fabric.test_roce_lossless as roce_lossless
+import checks.gpu.test_health as gpu_health
+import checks.gpu.test_topology as gpu_topology
+import checks.nccl.test_local as nccl
+import checks.redundancy.test_bonding as bonding
+import checks.redundancy.test_multipath as multipath
+import checks.redundancy.test_psu as power
 import checks.storage.test_disk_health as disk
-import test_degraded_cooling as cooling
-import test_degraded_gpu as gpu
-import test_degraded_mpi as mpi
-import test_degraded_nccl as nccl
-import test_degraded_node as node
-import test_degraded_pairwise as pairwise
-import test_degraded_ports as ports
-import test_degraded_power as power
-import test_degraded_storage as storage
+import checks.storage.test_fio as fio
+import checks.test_conformance as conformance
+import checks.test_cooling as cooling
+import checks.test_identity as identity
+import checks.test_mpi as mpi
 import test_real_formats_ipmi as ipmi_formats
 import test_truth3_power as truth3_power
 from checks.test_cooling import DirFetcher
@@ -44,7 +49,7 @@ from degrade_helpers import LONG
 
 from rackgate.checks import load_profile
 from rackgate.checks.conformance import judge_conformance
-from rackgate.checks.cooling import PsuRedfishParams, judge_cdu, judge_psu_redfish
+from rackgate.checks.cooling import CduParams, PsuRedfishParams, judge_cdu, judge_psu_redfish
 from rackgate.checks.fabric.nic_pcie import NicPcieParams, judge_nic_pcie
 from rackgate.checks.fabric.pairwise import judge_nodes
 from rackgate.checks.fabric.ports import (
@@ -339,22 +344,22 @@ SUBJECTS: tuple[Subject, ...] = (
                  (rf'"(?:{power.READ_NUMBERS})": (-?[0-9.]+)',))
           for name, bays, healthy in REDFISH_BAYS),)),
     Subject("redfish cooling", parse_redfish_cooling, lambda r: judge_cdu(
-        r, cooling.CduParams(), cooling.LIMITS).status, (
-        Source("healthy mockup", cooling.COOLING, True, ANY_LINE,
+        r, CduParams(), cooling.LIMITS).status, (
+        Source("healthy mockup", cooling.DEGRADABLE_COOLING, True, ANY_LINE,
                (r'"(?:Reading|Members@odata\.count)": (-?[0-9.]+)',)),
         *(Source(s, _redfish(s, "cooling"), False) for s in ("leak", "flow-low")))),
     Subject("nvidia-smi xml", parse_nvidia_smi_xml, lambda r: judge_gpu_health(
-        r, GpuHealthParams(), {}, gpu.H100).status, (
-        Source("h100 8 gpus", gpu.XML, True, gpu.XML_LINES,
-               (rf"<(?:{gpu.XML_TAGS})>(-?[0-9.]+)",)),
+        r, GpuHealthParams(), {}, gpu_health.H100).status, (
+        Source("h100 8 gpus", gpu_health.XML, True, gpu_health.XML_LINES,
+               (rf"<(?:{gpu_health.XML_TAGS})>(-?[0-9.]+)",)),
         *faulty(*(f"gpu/h100-{n}.xml" for n in (
             "7-of-8-gpus", "ecc-uncorrectable", "hw-slowdown", "pcie-x8-downtrained",
             "persistence-disabled", "power-limit-lowered", "remap-failure", "remap-pending",
             "reset-required", "truncated"))))),
     Subject("nvidia-smi text", parse_nvidia_smi_text, lambda r: judge_gpu_health(
-        r, GpuHealthParams(), {}, gpu.H100_TWO).status, (
-        Source("h100 2 gpus", gpu.TEXT, True, gpu.TEXT_LINES,
-               (rf"^\s*(?:{gpu.TEXT_LABELS})\s*: (-?[0-9.]+)",)),
+        r, GpuHealthParams(), {}, gpu_health.H100_TWO).status, (
+        Source("h100 2 gpus", gpu_health.TEXT, True, gpu_health.TEXT_LINES,
+               (rf"^\s*(?:{gpu_health.TEXT_LABELS})\s*: (-?[0-9.]+)",)),
         *faulty("gpu/h100-2gpu-filtered-d-performance-truncated.txt"))),
     # issue 29: plain nvidia-smi, the summary table (the index and ECC count are read)
     Subject("nvidia-smi table", parse_nvidia_smi_table, lambda r: judge_smi_table(
@@ -366,8 +371,8 @@ SUBJECTS: tuple[Subject, ...] = (
             "8xa40-r525-gpu4-all-err", "no-devices-found")))),
         lambda t: _no_lines(replace(t, driver_version=None, cuda_version=None))),
     Subject("nvlink", parse_nvlink_status, lambda r: judge_nvlink(
-        r, NvLinkParams(), {}, gpu.HW).status, (
-        Source("h100 18 links", gpu.NVL, True, r"^\s*(?:GPU|Link) ",
+        r, NvLinkParams(), {}, gpu_topology.HW).status, (
+        Source("h100 18 links", gpu_topology.NVL, True, r"^\s*(?:GPU|Link) ",
                (r"Link [0-9]+: ([0-9.]+) GB/s",)),
         *faulty(*(f"topology/nvlink-{n}.txt" for n in (
             "7gpus-listed", "gpu2-link3-slow", "gpu5-link7-inactive",
@@ -389,19 +394,19 @@ SUBJECTS: tuple[Subject, ...] = (
         *faulty(*(f"topology/nvlink-errors-{n}.txt" for n in (
             "gpu3-link5-replay-crc", "gpu6-link11-recovery", "7gpus-listed"))))),
     Subject("topo", parse_topo_matrix, lambda r: judge_affinity(
-        r, AffinityParams(), {}, gpu.HW).status, (
-        Source("8 gpus 8 nics", gpu.TOPO, True, r"^(?:GPU|NIC)[0-9]+\t", (r"NV([0-9]+)",)),
+        r, AffinityParams(), {}, gpu_topology.HW).status, (
+        Source("8 gpus 8 nics", gpu_topology.TOPO, True, r"^(?:GPU|NIC)[0-9]+\t", (r"NV([0-9]+)",)),
         *faulty(*(f"topology/topo-{n}.txt" for n in (
             "7gpus-gpu7-missing", "gpu1-nic-node", "gpu3-nic-sys", "missing-nvlink-pair"))))),
     Subject("dcgm", parse_dcgm_diag, lambda r: judge_dcgm(
-        r, DcgmDiagParams(), {}, gpu.HW).status, (
-        Source("r2 pass", gpu.DCGM, True, ANY_LINE, (r'"entity_id": ([0-9]+)',)),
+        r, DcgmDiagParams(), {}, gpu_topology.HW).status, (
+        Source("r2 pass", gpu_topology.DCGM, True, ANY_LINE, (r'"entity_id": ([0-9]+)',)),
         *faulty(*(f"topology/dcgm-diag-{n}" for n in (
             "r1-all-skip.json", "r2-memory-fail.json", "r2-pcie-warn.json",
             "r2-v3.3-text-gpu3-memory-fail.txt", "r2-v4-text-gpu3-memory-fail.txt"))))),
     # level 1 (issue 29): node-level Deployment results, judged at the level they are
     Subject("dcgm level 1", parse_dcgm_diag, lambda r: judge_dcgm(
-        r, DcgmDiagParams(level=1), {}, gpu.HW).status, (
+        r, DcgmDiagParams(level=1), {}, gpu_topology.HW).status, (
         Source("r1 v3 json", read("topology/dcgm-diag-r1-v3-json-healthy.json"), True),
         Source("r1 v3.3 text", read("topology/dcgm-diag-r1-v3.3-text-healthy.txt"), True),
         Source("r1 v4 json", read("topology/dcgm-diag-r1-v4-json-healthy.json"), True,
@@ -433,13 +438,14 @@ SUBJECTS: tuple[Subject, ...] = (
             nccl.RAIL.rstrip(), read("nccl/allreduce-2node-rail-at-hdr-degraded.txt").rstrip(),
             1), False)), _no_lines),
     Subject("pairwise", parse_pairwise, lambda r: _nodes(judge_nodes(
-        r, pairwise.PARAMS, {}, pairwise.HW, pairwise.NODES, "evidence/x.out")), (
+        r, pairwise.PARAMS_64K, {}, pairwise.HW, pairwise.NODES, "evidence/x.out")), (
         Source("4 nodes", pairwise.RUN, True, r"^(?:### |1:\s+[0-9]+\s+[0-9])",
                (r"^1:\s+65536\s+[0-9]+\s+([0-9.]+)",)),
         *(Source(n, pairwise.pairwise_output(pairwise.perftest(n)), False) for n in (
             "ib_write_bw-ndr-port-at-hdr-degraded.txt", "ib_write_bw-client-couldnt-connect.txt",
             "ib_write_bw-sweep-truncated.txt"))), _pairwise),
-    Subject("ibstat", parse_ibstat, lambda r: judge_ports(r, PortsParams(), {}, ports.DGX).status, (
+    Subject("ibstat", parse_ibstat, lambda r: judge_ports(
+        r, PortsParams(), {}, ports.DGX_IB_AND_STORAGE).status, (
         Source("8 ndr", ports.IBSTAT, True, ANY_LINE,
                (r"(?:Rate|Base lid|SM lid|Number of ports): ([0-9]+)",)),
         *faulty(*(f"infiniband/ibstat-{n}.txt" for n in (
@@ -447,15 +453,15 @@ SUBJECTS: tuple[Subject, ...] = (
             "port-down-mlx5_3"))))),
     Subject("dcb", parse_dcb_sections, lambda r: judge_lossless(
         r, LosslessParams(interfaces=["eth2"]), {}).status, (
-        Source("pfc and app", ports.DCB, True, ANY_LINE, (r"(?:rc=|\[)([0-9]+)",)),
-        *(Source(n, ports.DCB.replace(read(f"infiniband/{good}").strip(),
+        Source("pfc and app", roce_lossless.DCB, True, ANY_LINE, (r"(?:rc=|\[)([0-9]+)",)),
+        *(Source(n, roce_lossless.DCB.replace(read(f"infiniband/{good}").strip(),
                                       read(f"infiniband/{n}").strip()), False)
           for n, good in (("dcb-pfc-disabled.json", "dcb-pfc-prio3-only.json"),
                           ("dcb-pfc-prio3-and-4.json", "dcb-pfc-prio3-only.json"),
                           ("dcb-app-no-dscp-pcp-trust.json", "dcb-app-dscp26-to-prio3.json"))))),
     Subject("bonding", parse_bonding, lambda r: judge_bonding(
-        r, ports.BONDS, {}, ports.DGX).status, (
-        Source("lacp and active-backup", ports.BONDING, True,
+        r, bonding.BONDS, {}, ports.DGX_IB_AND_STORAGE).status, (
+        Source("lacp and active-backup", bonding.BONDING, True,
                r"^\s*(?:Bonding Mode|MII Status|Slave Interface|Aggregator ID|"
                r"Partner Mac Address|system mac address|Currently Active Slave):",
                (r"(?:Aggregator ID|Link Failure Count|Speed): ([0-9]+)",)),
@@ -464,18 +470,18 @@ SUBJECTS: tuple[Subject, ...] = (
             "wrong-mode-round-robin", "no-link-monitoring", "none",
             "lacp-member-not-aggregated", "lacp-no-active-aggregator"))))),
     Subject("fio seq read", parse_fio_json, lambda r: judge_seq_read(
-        r, None, storage.READ_BW).status, (  # type: ignore[arg-type]
-        Source("seq read", storage.SEQ, True, storage.FIO_LINES, (storage.FIO_NUMBERS,)),
+        r, None, fio.READ_BW).status, (  # type: ignore[arg-type]
+        Source("seq read", fio.SEQ, True, fio.FIO_LINES, (fio.FIO_NUMBERS,)),
         *faulty("fio/seq-read-open-failed-enoent.json", "fio/write-only-no-read-data.json")),
         _fio_read),
     Subject("fio rand read", parse_fio_json, lambda r: judge_rand_read(
-        r, None, storage.RAND).status, (  # type: ignore[arg-type]
-        Source("rand read", storage.RANDREAD, True, storage.FIO_LINES, (storage.FIO_NUMBERS,)),
+        r, None, fio.RAND).status, (  # type: ignore[arg-type]
+        Source("rand read", fio.RANDREAD, True, fio.FIO_LINES, (fio.FIO_NUMBERS,)),
         *faulty("fio/rand-read-4k-clat-percentiles-off.json",
                 "fio/rand-read-4k-gtod-reduce-no-percentiles.json")), _fio_read),
     Subject("multipath", parse_multipath_ll, lambda r: judge_multipath(
-        r, MultipathParams(lun_count=2), {}, storage.HW).status, (
-        Source("2 maps 2 paths", storage.MULTIPATH, True,
+        r, MultipathParams(lun_count=2), {}, multipath.HW_TWO_PATHS).status, (
+        Source("2 maps 2 paths", multipath.MULTIPATH, True,
                r"dm-[0-9]|[0-9]+:[0-9]+:[0-9]+:[0-9]+ ", (r"(?:prio=|`- )([0-9]+)",)),
         *faulty(*(f"redundancy/multipath-{n}.txt" for n in (
             "mpatha-single-path", "mpathb-path-failed-faulty", "no-maps",
@@ -484,11 +490,11 @@ SUBJECTS: tuple[Subject, ...] = (
             "l-healthy-checker-not-run", "l-path-failed-checker-not-run"))))),
     Subject("identity", parse_identity, lambda r: judge_identity(
         r, IdentityParams(), {}).status, (
-        Source("server with dmi", node.IDENTITY, True, r"=", ()),
+        Source("server with dmi", identity.IDENTITY, True, r"=", ()),
         *faulty("identity/vm-without-dmi.txt"))),
     Subject("conformance", parse_conformance, lambda r: judge_conformance(
-        r, node.GPU_NODE, {}).status, (
-        Source("gpu node", node.CONFORMANCE, True, r"=", (r"acs_enabled_bridges=([0-9]+)",)),
+        r, conformance.GPU_NODE, {}).status, (
+        Source("gpu node", conformance.CONFORMANCE, True, r"=", (r"acs_enabled_bridges=([0-9]+)",)),
         *faulty("conformance/gpu-node-fabricmanager-failed-acs-on.txt",
                 "conformance/demo-container-chrony-inactive.txt"))),
     Subject("nic pcie", parse_nic_pcie, lambda r: judge_nic_pcie(
@@ -513,7 +519,7 @@ SUBJECTS: tuple[Subject, ...] = (
             "nvme", "/dev/nvme1n1", 0, disk.fixture(
                 "nvme-cli-2.11-smart-log-read-only-reliability-degraded.json"))), False))),
     Subject("port probe", parse_port_reading, lambda r: judge_port_reading(
-        r, PortsParams(), {}, ports.DGX).status, (
+        r, PortsParams(), {}, ports.DGX_IB_AND_STORAGE).status, (
         Source("ibstat 8 ndr", IBSTAT_PROBE + ports.IBSTAT, True, PROBE_LINES, PROBE_NUMBERS),
         Source("ibstatus 8 ndr", read("infiniband/probe-ibstatus-8x-ndr-healthy.txt"), True,
                PROBE_LINES, PROBE_NUMBERS),
@@ -525,7 +531,7 @@ SUBJECTS: tuple[Subject, ...] = (
             "ibstatus-port-down-mlx5_3", "ibstatus-hdr-instead-of-ndr-mlx5_9",
             "ibv_devinfo-v-port-down-mlx5_3", "rdma-8x-ndr-healthy"))))),
     Subject("port probe rdma", parse_port_reading, lambda r: _accepted(judge_port_reading(
-        r, PortsParams(unconfirmed_rate="warn"), {}, ports.DGX).status), (
+        r, PortsParams(unconfirmed_rate="warn"), {}, ports.DGX_IB_AND_STORAGE).status), (
         Source("rdma 12 ports", read("infiniband/probe-rdma-8x-ndr-healthy.txt"), True,
                PROBE_LINES, PROBE_NUMBERS),
         *faulty("infiniband/probe-rdma-port-down-mlx5_3.txt"))),

@@ -4,8 +4,10 @@ property tests for the conformance and identity probe parsers."""
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
+from degrade_helpers import BAD, degraded, outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,3 +98,40 @@ def test_a_dropped_line_never_passes_a_node_that_would_fail(data):
     except ParseError:
         return
     assert judge_conformance(c, DGX, {}).status is not Status.PASS
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# Healthy source: tests/fixtures/conformance/gpu-node-conforming.txt, hand-written from the
+# probe's format (header there). The probe prints every line, empty or not, so every line
+# is judged.
+
+FIX = Path(__file__).parents[2] / "fixtures"
+
+
+def _probe(path: str) -> str:
+    text = (FIX / path).read_text(encoding="utf-8")
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#")) + "\n"
+
+
+GPU_NODE = ConformanceParams(modules=["nvidia", "nvidia_peermem", "mlx5_core"],
+                             services=["nvidia-persistenced", "nvidia-fabricmanager"],
+                             cmdline=["iommu=pt"], governor="performance", acs_disabled=True)
+CONFORMANCE = _probe("conformance/gpu-node-conforming.txt")
+
+
+def conformance_outcome(text: str) -> Status:
+    return outcome(parse_conformance, lambda r: judge_conformance(r, GPU_NODE, {}), text)
+
+
+class TestDegradedConformance:
+    """Issue 11, node family, property tests: degraded conformance probe output never passes and
+    never raises anything but ParseError (degrade_helpers says how it is degraded)."""
+
+    def test_the_healthy_source_passes(self):
+        assert conformance_outcome(CONFORMANCE) is Status.PASS
+
+    @settings(max_examples=80, deadline=None)
+    @given(degraded(CONFORMANCE, numbers=r"acs_enabled_bridges=([0-9]+)", lines=r"=",
+                    end=len(CONFORMANCE.rstrip())))
+    def test_degraded_conformance_never_passes(self, text):
+        assert conformance_outcome(text) in BAD

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from degrade_helpers import BAD, NON_FINITE, degraded, outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -349,3 +351,57 @@ def test_a_group_summary_not_ok_is_never_a_pass(which, state):
     group["Detectors"][which]["DetectorState"] = state
     assert judge_cdu(parse_redfish_cooling(json.dumps(doc)), CduParams(), LIMITS,
                      HW).status is Status.FAIL
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# The CDU of the healthy mockup as the collector gathers it, indented so each reading is a
+# line of its own; degrade_helpers says how it is degraded.
+
+
+def _degradable_cooling() -> str:
+    cdu = MOCKUPS / "healthy" / "ThermalEquipment" / "CDUs" / "1"
+    found = {"/redfish/v1/" + p.parent.relative_to(MOCKUPS / "healthy").as_posix():
+             json.loads(p.read_text(encoding="utf-8")) for p in sorted(cdu.rglob("index.json"))}
+    return json.dumps({"collector": "rackgate.redfish", "kind": "cooling",
+                       "resources": found}, indent=1) + "\n"
+
+
+DEGRADABLE_COOLING = _degradable_cooling()
+
+
+def _cdu_outcome(text: str) -> Status:
+    return outcome(parse_redfish_cooling, lambda r: judge_cdu(r, CduParams(), LIMITS), text)
+
+
+class TestDegradedCdu:
+    """Degraded CDU evidence never passes and never raises anything but ParseError."""
+
+    def test_the_healthy_source_passes(self):
+        assert _cdu_outcome(DEGRADABLE_COOLING) is Status.PASS
+
+    @settings(max_examples=120, deadline=None)
+    @given(degraded(DEGRADABLE_COOLING,
+                    numbers=r'"(?:Reading|Members@odata\.count)": (-?[0-9.]+)',
+                    lines=r"\S", end=len(DEGRADABLE_COOLING.rstrip())))
+    def test_degraded_cooling_never_passes(self, text):
+        assert _cdu_outcome(text) in BAD
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.sampled_from(["SupplyTemperatureCelsius", "ReturnTemperatureCelsius",
+                            "FlowLitersPerMinute"]),
+           st.one_of(st.floats(max_value=-0.01, allow_nan=False, allow_infinity=False,
+                               min_value=-1e12),
+                     st.floats(min_value=1e4 + 1, max_value=1e300)))
+    def test_physically_impossible_readings_never_pass(self, field, value):
+        """Coolant below freezing, above boiling, or flowing faster than any CDU's pipes carry
+        (the bounds and their basis: checks/cooling.py, above CduParams)."""
+        doc = json.loads(DEGRADABLE_COOLING)
+        key = "/redfish/v1/ThermalEquipment/CDUs/1/SecondaryCoolantConnectors/1"
+        doc["resources"][key][field] = {"Reading": value}
+        assert _cdu_outcome(json.dumps(doc)) in BAD
+
+    def test_every_non_finite_token_is_a_parse_error(self):
+        for token in NON_FINITE:
+            text = re.sub(r'("FlowLitersPerMinute": \{\n\s*"Reading": )(-?[0-9.]+)',
+                          rf"\g<1>{token}", DEGRADABLE_COOLING)
+            assert text != DEGRADABLE_COOLING and _cdu_outcome(text) is Status.ERROR, token

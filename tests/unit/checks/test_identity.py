@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from degrade_helpers import BAD, degraded, outcome
+from hypothesis import given, settings
 
 from rackgate.checks.identity import IdentityParams, identity_command, judge_identity
 from rackgate.model import Status
@@ -48,3 +52,40 @@ def test_bad_probe_output(text, match):
 def test_command_is_a_fixed_argv():
     argv = identity_command(IdentityParams(), {"rackgate_scratch_path": "/x; rm -rf /"})
     assert argv[:2] == ["sh", "-c"] and "rm -rf" not in argv[2]
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# Healthy source: tests/fixtures/identity/server-with-dmi.txt, hand-written from the probe's
+# format (header there). The probe prints every line, empty or not, so every line is judged.
+
+FIX = Path(__file__).parents[2] / "fixtures"
+
+
+def _probe(path: str) -> str:
+    text = (FIX / path).read_text(encoding="utf-8")
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#")) + "\n"
+
+
+IDENTITY = _probe("identity/server-with-dmi.txt")
+
+
+# every line must be there; the last one's value (machine_id, recorded, never judged) can be
+# cut without the parser knowing, so cuts are drawn up to its '='
+IDENTITY_END = IDENTITY.index("machine_id=") + len("machine_id=")
+
+
+def identity_outcome(text: str) -> Status:
+    return outcome(parse_identity, lambda r: judge_identity(r, IdentityParams(), {}), text)
+
+
+class TestDegradedIdentity:
+    """Issue 11, node family, property tests: degraded identity probe output never passes and never
+    raises anything but ParseError (degrade_helpers says how it is degraded)."""
+
+    def test_the_healthy_source_passes(self):
+        assert identity_outcome(IDENTITY) is Status.PASS
+
+    @settings(max_examples=80, deadline=None)
+    @given(degraded(IDENTITY, numbers=None, lines=r"=", end=IDENTITY_END))
+    def test_degraded_identity_never_passes(self, text):
+        assert identity_outcome(text) in BAD

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from degrade_helpers import BAD, degraded, outcome
+from hypothesis import given, settings
 
 from rackgate.checks.fabric.roce_lossless import (
     LosslessParams,
@@ -82,3 +84,33 @@ def test_lossless_dcb_error_and_missing_interface():
         parse_dcb_sections("")
     with pytest.raises(ParseError, match="'prio_pfc'"):
         parse_dcb_sections(probe(("eth2", "pfc", 0, json.dumps({"pfc_cap": 8}))))
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# Healthy source: the dcb fixtures dcb-pfc-prio3-only.json and dcb-app-dscp26-to-prio3.json
+# (tests/fixtures/infiniband, hand-written from the published layout; SOURCES.md there) in
+# the probe's section format.
+
+FIXTURES = Path(__file__).parents[3] / "fixtures"
+DCB = "".join(f"### rackgate-dcb dev=eth2 what={what} rc=0\n"
+              f"{(FIXTURES / 'infiniband' / name).read_text(encoding='utf-8').strip()}\n"
+              for what, name in (("pfc", "dcb-pfc-prio3-only.json"),
+                                 ("app", "dcb-app-dscp26-to-prio3.json")))
+
+
+def lossless(text: str) -> Status:
+    return outcome(parse_dcb_sections,
+                   lambda r: judge_lossless(r, LosslessParams(interfaces=["eth2"]), {}), text)
+
+
+class TestDegradedDcb:
+    """Issue 11, fabric.roce_lossless: degraded dcb evidence never passes and never raises anything
+    but ParseError (degrade_helpers says how it is degraded)."""
+
+    def test_the_healthy_source_passes(self):
+        assert lossless(DCB) is Status.PASS
+
+    @settings(max_examples=100, deadline=None)
+    @given(degraded(DCB, numbers=r"(?:rc=|\[)([0-9]+)", lines=r"\S", end=len(DCB.rstrip())))
+    def test_degraded_dcb_never_passes(self, text):
+        assert lossless(text) in BAD

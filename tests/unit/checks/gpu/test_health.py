@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+from pathlib import Path
 
 import pytest
+from degrade_helpers import BAD, degraded, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -366,3 +368,64 @@ def test_mangled_text_never_passes_with_missing_data(healthy_txt, data):
         assert all(g.product_name == "NVIDIA H100 80GB HBM3" for g in q.gpus)
         assert all(g.fb_memory_total_mib == 81559 for g in q.gpus)
         assert len(re.findall(r"(?m)^    Processes", mangled)) == 2
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# Healthy sources, hand-written from the tool's published layouts (headers there):
+# tests/fixtures/gpu/h100-8gpu-healthy.xml and h100-2gpu-healthy.txt.
+
+FIX = Path(__file__).parents[3] / "fixtures"
+
+
+def _read(path: str) -> str:
+    text = (FIX / path).read_text(encoding="utf-8")
+    if "\n# ---\n" in text:
+        return text.partition("\n# ---\n")[2]
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#")) + "\n"
+
+
+XML = _read("gpu/h100-8gpu-healthy.xml")
+TEXT = _read("gpu/h100-2gpu-healthy.txt")
+XML_TAGS = ("attached_gpus|minor_number|max_link_gen|current_link_gen|max_link_width|"
+            "current_link_width|total|sram_correctable|sram_uncorrectable_parity|"
+            "sram_uncorrectable_secded|dram_correctable|dram_uncorrectable|remapped_row_corr|"
+            "remapped_row_unc|gpu_temp|power_draw|current_power_limit|default_power_limit|"
+            "max_power_limit")
+XML_LINES = (rf"<(?:{XML_TAGS}|product_name|persistence_mode|current_ecc|reset_required|"
+             r"drain_and_reset_recommended|clocks_event_reason_\w+|remapped_row_\w+|uuid|"
+             r"pci_bus_id|gpu id=)[ >]")
+TEXT_LABELS = (r"Attached GPUs|Minor Number|Max|Current|Total|SRAM [\w -]+?|DRAM \w+|"
+               r"Correctable Error|Uncorrectable Error|GPU Current Temp|Power Draw|"
+               r"Current Power Limit|Default Power Limit|Max Power Limit")
+TEXT_LINES = r"^\s*\S.*:"  # every 'Label : value' line: a key twice in one section is refused
+
+
+def xml_outcome(text: str) -> Status:
+    return outcome(parse_nvidia_smi_xml,
+                   lambda r: judge_gpu_health(r, GpuHealthParams(), {}, H100), text)
+
+
+def text_outcome(text: str) -> Status:
+    return outcome(parse_nvidia_smi_text,
+                   lambda r: judge_gpu_health(r, GpuHealthParams(), {}, H100_TWO), text)
+
+
+class TestDegradedNvidiaSmi:
+    """Issue 11, gpu.health: degraded nvidia-smi XML and text never pass and never raise anything
+    but ParseError (degrade_helpers says how they are degraded)."""
+
+    def test_the_healthy_sources_pass(self):
+        assert xml_outcome(XML) is Status.PASS
+        assert text_outcome(TEXT) is Status.PASS
+
+    @settings(max_examples=120, deadline=None)
+    @given(degraded(XML, numbers=rf"<(?:{XML_TAGS})>(-?[0-9.]+)", lines=XML_LINES,
+                    end=len(XML.rstrip())))
+    def test_degraded_nvidia_smi_xml_never_passes(self, text):
+        assert xml_outcome(text) in BAD
+
+    @settings(max_examples=120, deadline=None)
+    @given(degraded(TEXT, numbers=rf"^\s*(?:{TEXT_LABELS})\s*: (-?[0-9.]+)", lines=TEXT_LINES,
+                    end=TEXT.rindex("Processes") + len("Processes")))
+    def test_degraded_nvidia_smi_text_never_passes(self, text):
+        assert text_outcome(text) in BAD

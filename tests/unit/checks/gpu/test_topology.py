@@ -10,6 +10,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
+from degrade_helpers import BAD, degraded, outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -352,3 +353,50 @@ def test_nvlink_topology_is_judged_on_a_node_without_compute_nics():
     assert "no compute NICs" in healthy.message and "NVSwitch" in healthy.message
     missing = affinity("topo-missing-nvlink-pair.txt", hw(nics=0))
     assert missing.status is Status.FAIL and "without NV18" in missing.message
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# Healthy sources, hand-written from the tools' published layouts (headers and SOURCES.md
+# there): tests/fixtures/topology/nvlink-h100-18links-healthy.txt,
+# topo-8gpu-8nic-pix-healthy.txt and dcgm-diag-r2-pass.json.
+
+HW = hw()  # eight H100 on NVSwitch, 18 links of 50 GB/s each, eight NDR NICs
+
+
+def nvlink_outcome(text: str) -> Status:
+    return outcome(parse_nvlink_status, lambda r: judge_nvlink(r, NvLinkParams(), {}, HW), text)
+
+
+def topo_outcome(text: str) -> Status:
+    return outcome(parse_topo_matrix, lambda r: judge_affinity(r, AffinityParams(), {}, HW),
+                   text)
+
+
+def dcgm_outcome(text: str) -> Status:
+    return outcome(parse_dcgm_diag, lambda r: judge_dcgm(r, DcgmDiagParams(), {}, HW), text)
+
+
+class TestDegradedTopology:
+    """Issue 11, gpu topology: degraded nvlink, topo and DCGM evidence never passes and never
+    raises anything but ParseError (degrade_helpers says how it is degraded)."""
+
+    def test_the_healthy_sources_pass(self):
+        assert nvlink_outcome(NVL) is Status.PASS
+        assert topo_outcome(TOPO) is Status.PASS
+        assert dcgm_outcome(DCGM) is Status.PASS
+
+    @settings(max_examples=100, deadline=None)
+    @given(degraded(NVL, numbers=r"Link [0-9]+: ([0-9.]+) GB/s", lines=r"^\s*(?:GPU|Link) ",
+                    end=NVL.rstrip("\n").rindex("GB/s") + len("GB/s")))
+    def test_degraded_nvlink_never_passes(self, text):
+        assert nvlink_outcome(text) in BAD
+
+    @settings(max_examples=100, deadline=None)
+    @given(degraded(TOPO, numbers=r"NV([0-9]+)", lines=r"^(?:GPU|NIC)[0-9]+\t", end=TOPO_END))
+    def test_degraded_topo_never_passes(self, text):
+        assert topo_outcome(text) in BAD
+
+    @settings(max_examples=100, deadline=None)
+    @given(degraded(DCGM, numbers=r'"entity_id": ([0-9]+)', lines=r"\S", end=len(DCGM.rstrip())))
+    def test_degraded_dcgm_never_passes(self, text):
+        assert dcgm_outcome(text) in BAD

@@ -4,8 +4,10 @@ fixtures in tests/fixtures/redundancy."""
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
+from degrade_helpers import BAD, degraded, outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +20,7 @@ from rackgate.checks.redundancy import (
 from rackgate.model import Status
 from rackgate.parsers import ParseError
 from rackgate.parsers.bonding import parse_bonding
+from rackgate.profile import Hardware, NicSpec
 
 BONDS = BondingParams(bonds=[
     {"name": "bond0", "mode": "802.3ad", "members": ["ens1f0", "ens1f1"]},
@@ -105,3 +108,43 @@ def test_bonding_a_deleted_slave_block_never_passes(data):
         kept[drop - 1] += "\n==> " + tail[1]
     j = judge_bonding(parse_bonding("\n\nSlave Interface: ".join(kept)), BONDS, {}, HW)
     assert j.status is Status.FAIL
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# Healthy source: tests/fixtures/redundancy/bonding-healthy-lacp-and-active-backup.txt
+# (hand-written from the published layout, header there).
+
+FIX = Path(__file__).parents[3] / "fixtures"
+SRC = "DGX_IB_AND_STORAGE H100/H200 User Guide, Table 1 (test copy)"
+DGX_IB_AND_STORAGE = Hardware(nics=[
+    NicSpec(role="compute", count=8, rate_gbps=400, link_layer="InfiniBand", source=SRC),
+    NicSpec(role="storage", count=4, rate_gbps=400, link_layer="Ethernet", source=SRC)])
+_bond = (FIX / "redundancy" / "bonding-healthy-lacp-and-active-backup.txt").read_text(
+    encoding="utf-8")
+BONDING = "\n".join(line for line in _bond.splitlines() if not line.startswith("#")) + "\n"
+
+
+# bond1's last judged line is eno2's Link Failure Count; its HW address and queue ID follow
+BONDING_END = BONDING.index("\n", BONDING.index("Link Failure Count", BONDING.index(
+    "Slave Interface: eno2")))
+
+
+def bonding_outcome(text: str) -> Status:
+    return outcome(parse_bonding, lambda r: judge_bonding(r, BONDS, {}, DGX_IB_AND_STORAGE), text)
+
+
+class TestDegradedBonding:
+    """Issue 11, redundancy.bonding: degraded bonding evidence never passes and never raises
+    anything but ParseError (degrade_helpers says how it is degraded)."""
+
+    def test_the_healthy_source_passes(self):
+        assert bonding_outcome(BONDING) is Status.PASS
+        assert bonding_outcome(BONDING[:BONDING_END]) is Status.PASS  # the judged part alone
+
+    @settings(max_examples=120, deadline=None)
+    @given(degraded(BONDING, numbers=r"(?:Aggregator ID|Link Failure Count|Speed): ([0-9]+)",
+                    lines=r"^\s*(?:Bonding Mode|MII Status|Slave Interface|Aggregator ID|"
+                          r"Partner Mac Address|system mac address|Currently Active Slave):",
+                    end=BONDING_END))
+    def test_degraded_bonding_never_passes(self, text):
+        assert bonding_outcome(text) in BAD

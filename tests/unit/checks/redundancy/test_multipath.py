@@ -4,8 +4,10 @@ judged against the profile's paths per LUN, on the fixtures in tests/fixtures/re
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
+from degrade_helpers import BAD, degraded, outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,3 +98,34 @@ def test_multipath_a_deleted_path_never_passes(data):
 
 
 # --- bonding ------------------------------------------------------------------------------
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# Healthy source: tests/fixtures/redundancy/multipath-healthy-2maps-2paths.txt (hand-written
+# from libmultipath/print.c's topology format).
+
+FIX = Path(__file__).parents[3] / "fixtures"
+BASIS = "a figure for the unit tests"
+HW_TWO_PATHS = Hardware(storage=StorageSpec(multipath_paths_per_lun=2, source=BASIS))
+_mp = (FIX / "redundancy" / "multipath-healthy-2maps-2paths.txt").read_text(encoding="utf-8")
+MULTIPATH = "\n".join(line for line in _mp.splitlines() if not line.startswith("#")) + "\n"
+
+
+def multipath_outcome(text: str) -> Status:
+    return outcome(parse_multipath_ll,
+                   lambda r: judge_multipath(r, MultipathParams(lun_count=2), {}, HW_TWO_PATHS),
+                   text)
+
+
+class TestDegradedMultipath:
+    """Issue 11, multipath: degraded multipath evidence never passes and never raises anything but
+    ParseError (degrade_helpers says how it is degraded)."""
+
+    def test_the_healthy_source_passes(self):
+        assert multipath_outcome(MULTIPATH) is Status.PASS
+
+    @settings(max_examples=100, deadline=None)
+    @given(degraded(MULTIPATH, numbers=r"(?:prio=|`- )([0-9]+)",
+                    lines=r"dm-[0-9]|[0-9]+:[0-9]+:[0-9]+:[0-9]+ ", end=len(MULTIPATH.rstrip())))
+    def test_degraded_multipath_never_passes(self, text):
+        assert multipath_outcome(text) in BAD

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from degrade_helpers import BAD, degraded, outcome
+from hypothesis import given, settings
 
 from rackgate.checks.shared.base import CommandError
-from rackgate.checks.storage.fio import SeqReadParams, judge_seq_read, seq_read_command
+from rackgate.checks.storage.fio import (
+    SeqReadParams,
+    judge_rand_read,
+    judge_seq_read,
+    seq_read_command,
+)
 from rackgate.model import Status
 from rackgate.parsers.fio import parse_fio_json
-from rackgate.profile import Threshold
+from rackgate.profile import Hardware, StorageSpec, Threshold
 
 FLOOR = Threshold(unit="MB/s", ref=100, min_ratio=0.5, basis="a nominal demo floor")
 
@@ -103,7 +112,6 @@ def test_other_patterns_build_their_commands():
 
 def test_parallel_fs_checks_skip_without_a_mount():
     from rackgate.checks import REGISTRY
-    from rackgate.profile import Hardware, StorageSpec
 
     check = REGISTRY["fio.pfs.seq_read"]
     assert "no parallel file system" in check.applies(Hardware())
@@ -137,3 +145,50 @@ def test_rand_read_judged_on_iops_and_p99(fixture_text):
     assert ok.status is Status.PASS and ok.unit == "IOPS" and ok.measured > 5000
     bad = judge_rand_read(run, SeqReadParams(), {"read_iops": iops, "read_p99_ms": p99_tight})
     assert bad.status is Status.FAIL and "p99 completion latency" in bad.message
+
+
+# ------------------------------------------------------------ degraded evidence (issue 11)
+# Healthy sources: tests/fixtures/fio/seq-read-healthy.json and rand-read-4k-qd32-healthy.json
+# (real fio-3.33 runs, headers there).
+
+FIX = Path(__file__).parents[3] / "fixtures"
+BASIS = "a figure for the unit tests"
+READ_BW = {"read_bw": Threshold(unit="MB/s", ref=1000, min_ratio=0.5, basis=BASIS)}
+RAND = {"read_iops": Threshold(unit="IOPS", ref=30000, min_ratio=0.5, basis=BASIS),
+        "read_p99_ms": Threshold(unit="ms", ref=10, max_ratio=1.0, basis=BASIS)}
+SEQ = (FIX / "fio" / "seq-read-healthy.json").read_text(encoding="utf-8")
+RANDREAD = (FIX / "fio" / "rand-read-4k-qd32-healthy.json").read_text(encoding="utf-8")
+
+
+# The figures and lines fio's judges read (fio 3.x's "bw" is read only without "bw_bytes",
+# and job options are not read at all: fio repeats an option given twice).
+FIO_NUMBERS = r'"(?:io_bytes|bw_bytes|iops|runtime|error|99\.000000)" : (-?[0-9.]+)'
+FIO_LINES = (r'^\s*"(?:(?:fio version|jobname)"\s*:\s*"|(?:jobs|error|read|write|trim|'
+             r'io_bytes|bw_bytes|bw|iops|runtime|clat_ns|percentile|99\.000000)"\s*:\s*[-0-9[{])')
+
+
+def seq_outcome(text: str) -> Status:
+    return outcome(parse_fio_json, lambda r: judge_seq_read(r, None, READ_BW), text)  # type: ignore[arg-type]
+
+
+def rand_outcome(text: str) -> Status:
+    return outcome(parse_fio_json, lambda r: judge_rand_read(r, None, RAND), text)  # type: ignore[arg-type]
+
+
+class TestDegradedFio:
+    """Issue 11, fio: degraded fio evidence never passes and never raises anything but ParseError
+    (degrade_helpers says how it is degraded)."""
+
+    def test_the_healthy_sources_pass(self):
+        assert seq_outcome(SEQ) is Status.PASS
+        assert rand_outcome(RANDREAD) is Status.PASS
+
+    @settings(max_examples=100, deadline=None)
+    @given(degraded(SEQ, numbers=FIO_NUMBERS, lines=FIO_LINES, end=len(SEQ.rstrip())))
+    def test_degraded_fio_seq_read_never_passes(self, text):
+        assert seq_outcome(text) in BAD
+
+    @settings(max_examples=100, deadline=None)
+    @given(degraded(RANDREAD, numbers=FIO_NUMBERS, lines=FIO_LINES, end=len(RANDREAD.rstrip())))
+    def test_degraded_fio_rand_read_never_passes(self, text):
+        assert rand_outcome(text) in BAD
